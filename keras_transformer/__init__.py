@@ -1,0 +1,52 @@
+"""Keras 3 layers and models of "Attention Is All You Need" (Vaswani et al., 2017).
+
+The TensorFlow backend is selected unless the user chose another: tf.data, tf.distribute and
+tensorflow-text are part of the product.
+"""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: E402
+from keras_transformer.config import TransformerConfig  # noqa: E402
+from keras_transformer.decoder import TransformerDecoderLayer  # noqa: E402
+from keras_transformer.embedding import ScaledEmbedding  # noqa: E402
+from keras_transformer.encoder import TransformerEncoderLayer  # noqa: E402
+from keras_transformer.feed_forward import PositionwiseFeedForward  # noqa: E402
+from keras_transformer.losses import LabelSmoothedCrossEntropy, label_smoothed_nll  # noqa: E402
+from keras_transformer.metrics import MaskedAccuracy, Perplexity  # noqa: E402
+from keras_transformer.positional_encoding import (  # noqa: E402
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    sinusoidal_encoding,
+)
+from keras_transformer.presets import Preset, get_preset, preset_names  # noqa: E402
+from keras_transformer.residual import PostNormResidual  # noqa: E402
+from keras_transformer.schedules import TransformerSchedule, transformer_adam  # noqa: E402
+from keras_transformer.transformer import Transformer, causal_mask  # noqa: E402
+
+__all__ = [
+    "LabelSmoothedCrossEntropy",
+    "LearnedPositionalEmbedding",
+    "MaskedAccuracy",
+    "MultiHeadAttention",
+    "Perplexity",
+    "PositionwiseFeedForward",
+    "PostNormResidual",
+    "Preset",
+    "ScaledEmbedding",
+    "SinusoidalPositionalEncoding",
+    "Transformer",
+    "TransformerConfig",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
+    "TransformerSchedule",
+    "causal_mask",
+    "get_preset",
+    "label_smoothed_nll",
+    "preset_names",
+    "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "transformer_adam",
+]

@@ -1,0 +1,94 @@
+"""One decoder layer: masked self-attention, encoder-decoder attention, FFN (3.1, Figure 1 right)."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_transformer.attention import MultiHeadAttention
+from keras_transformer.encoder import TransformerEncoderLayer
+from keras_transformer.residual import PostNormResidual
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """The encoder layer's two sublayers plus a third, attention over the encoder output.
+
+    Call arguments:
+        inputs: ``[batch, length, d_model]`` decoder states.
+        encoder_outputs: ``[batch, source_length, d_model]`` (unused when ``cross_cache`` holds
+            their projections already).
+        self_attention_mask: boolean, broadcastable to ``[batch, heads, length, keys]``; the
+            causal mask of section 3.2.3, built by the caller (it depends on ``cache_index``).
+        encoder_padding_mask: boolean ``[batch, source_length]``, ``True`` at real tokens.
+        self_cache, cache_index: incremental decoding (see ``MultiHeadAttention``); the cache
+            holds this layer's keys and values of all earlier target positions.
+        cross_cache: the projected encoder outputs from ``cross_attention.compute_cache``.
+        return_attention_scores: also return ``{"self": weights, "cross": weights}``.
+
+    Returns ``outputs``, then the updated ``self_cache`` if one was given, then the weights.
+    """
+
+    def build(self, input_shape, encoder_outputs_shape=None):
+        super().build(input_shape)
+        d_model = input_shape[-1]
+        encoder_outputs_shape = encoder_outputs_shape or input_shape
+        self.cross_attention = MultiHeadAttention(
+            self.num_heads,
+            self.d_k or d_model // self.num_heads,
+            self.d_v or d_model // self.num_heads,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name="cross_attention",
+        )
+        self.cross_attention.build(input_shape, encoder_outputs_shape)
+        self.cross_attention_residual = PostNormResidual(
+            self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy, name="cross_attention_residual"
+        )
+        self.cross_attention_residual.build(input_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        encoder_outputs=None,
+        self_attention_mask=None,
+        encoder_padding_mask=None,
+        self_cache=None,
+        cache_index=None,
+        cross_cache=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        self_results = self.self_attention(
+            inputs,
+            inputs,
+            attention_mask=self_attention_mask,
+            cache=self_cache,
+            cache_index=cache_index,
+            training=training,
+            return_attention_scores=True,
+        )
+        if self_cache is not None:
+            attended, self_cache, self_weights = self_results
+        else:
+            attended, self_weights = self_results
+        x = self.self_attention_residual(inputs, attended, training=training)
+
+        cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, None, :]
+        attended, cross_weights = self.cross_attention(
+            x,
+            encoder_outputs,
+            attention_mask=cross_mask,
+            cache=cross_cache,
+            training=training,
+            return_attention_scores=True,
+        )
+        x = self.cross_attention_residual(x, attended, training=training)
+        x = self.feed_forward_residual(x, self.feed_forward(x, training=training), training=training)
+
+        results = [x]
+        if self_cache is not None:
+            results.append(self_cache)
+        if return_attention_scores:
+            results.append({"self": self_weights, "cross": cross_weights})
+        return results[0] if len(results) == 1 else tuple(results)

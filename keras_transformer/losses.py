@@ -1,0 +1,60 @@
+"""Label-smoothed cross-entropy over non-padding tokens (section 5.4, "Label Smoothing")."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+def label_smoothed_nll(labels, logits, label_smoothing=0.1, pad_id=0):
+    """Per-token smoothed cross-entropy and the non-padding mask.
+
+    The target distribution puts ``1 - label_smoothing`` on the reference token and spreads
+    ``label_smoothing`` uniformly over the other ``V - 1`` tokens (epsilon_ls of section 5.4).
+
+    Args:
+        labels: int ``[batch, length]`` reference ids, ``pad_id`` where there is no token.
+        logits: ``[batch, length, vocab]``, any float dtype (computed in float32).
+
+    Returns:
+        ``(losses [batch, length] float32 with zeros at padding, mask [batch, length] float32)``.
+    """
+    logits = ops.cast(logits, "float32")
+    labels = ops.cast(labels, "int32")
+    vocab_size = ops.shape(logits)[-1]
+    log_probs = ops.log_softmax(logits, axis=-1)
+    reference = ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
+    nll = -reference
+    if label_smoothing:
+        off_value = label_smoothing / ops.cast(vocab_size - 1, "float32")
+        total = -ops.sum(log_probs, axis=-1)
+        nll = (1.0 - label_smoothing) * nll + off_value * (total - nll)
+    mask = ops.cast(ops.not_equal(labels, pad_id), "float32")
+    return nll * mask, mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Mean label-smoothed cross-entropy per non-padding target token.
+
+    The sum over all non-padding tokens of the batch is divided by their number, not by the
+    number of sentences or of padded positions: long and short sentences weigh per token, as in
+    the paper's token-based batches. ``y_pred`` are logits.
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=0, name="label_smoothed_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1), received {label_smoothing!r}")
+        self.label_smoothing = label_smoothing
+        self.pad_id = pad_id
+
+    def call(self, y_true, y_pred):
+        losses, mask = label_smoothed_nll(y_true, y_pred, self.label_smoothing, self.pad_id)
+        # Already a per-token mean: the Loss base class' reduction of a scalar leaves it as is.
+        return ops.sum(losses) / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"label_smoothing": self.label_smoothing, "pad_id": self.pad_id})
+        return config

@@ -1,0 +1,49 @@
+"""The learning-rate schedule and optimiser of section 5.3."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5), equation (3).
+
+    Linear warm-up for ``warmup_steps``, then decay with the inverse square root of the step.
+    Keras passes the optimiser's 0-based iteration counter; the paper's ``step_num`` counts
+    from 1, so ``schedule(iteration)`` is the paper's rate at ``step_num = iteration + 1``.
+    ``scale`` multiplies the whole curve (1.0 in the paper).
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        if d_model <= 0 or warmup_steps <= 0:
+            raise ValueError(
+                f"d_model and warmup_steps must be positive, received d_model={d_model!r}, "
+                f"warmup_steps={warmup_steps!r}"
+            )
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step_num = ops.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return (
+            self.scale
+            * float(self.d_model) ** -0.5
+            * ops.minimum(ops.rsqrt(step_num), step_num * warmup**-1.5)
+        )
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def transformer_adam(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilon=1e-9, scale=1.0):
+    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 on ``TransformerSchedule`` (5.3)."""
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(d_model, warmup_steps, scale),
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+    )

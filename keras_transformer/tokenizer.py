@@ -1,0 +1,112 @@
+"""In-graph subword tokenizer: a SentencePiece model run by ``tensorflow_text``.
+
+The paper (Section 5.1) encodes sentences with byte-pair encoding into a shared source-target
+vocabulary. The vocabulary is trained with the ``sentencepiece`` library
+(:mod:`pipelines.tokenization`); this module runs it inside the TensorFlow graph with
+``tensorflow_text.SentencepieceTokenizer``, so that tokenization can live inside ``tf.data`` and
+inside an exported model (the serialized model proto is a property and a tracked constant).
+
+Special ids follow the project convention: ``pad=0``, ``unk=1``, ``bos=2``, ``eos=3``.
+``tokenize`` adds no BOS/EOS; ``detokenize`` accepts model output (dense with padding, BOS and
+EOS, or ragged) and stops at the first EOS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+
+class SubwordTokenizer(tf.Module):
+    """SentencePiece tokenizer usable eagerly, in ``tf.function``, ``tf.data`` and SavedModels.
+
+    Args:
+      model: path of a SentencePiece ``.model`` file, or its serialized proto bytes.
+      name: module name.
+    """
+
+    def __init__(self, model: str | Path | bytes, name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(model, (str, Path)):
+            model = Path(model).read_bytes()
+        if not isinstance(model, bytes) or not model:
+            raise ValueError("model must be a SentencePiece .model path or non-empty proto bytes")
+        # The Python processor only reads the model's metadata (special ids, vocabulary size);
+        # all tokenization runs through the TF op below.
+        processor = spm.SentencePieceProcessor(model_proto=model)
+        self._serialized_model = model
+        self._vocab_size = int(processor.vocab_size())
+        self._pad_id = int(processor.pad_id())
+        self._unk_id = int(processor.unk_id())
+        self._bos_id = int(processor.bos_id())
+        self._eos_id = int(processor.eos_id())
+        self._sp = tf_text.SentencepieceTokenizer(
+            model=model, out_type=tf.int32, add_bos=False, add_eos=False)
+
+    @property
+    def serialized_model(self) -> bytes:
+        """The SentencePiece model proto, e.g. to embed in an exported module or to hash."""
+        return self._serialized_model
+
+    @property
+    def fingerprint(self) -> str:
+        """Short sha256 of the model proto (cache keys change when the tokenizer changes)."""
+        return hashlib.sha256(self._serialized_model).hexdigest()[:16]
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def pad_id(self) -> int:
+        return self._pad_id
+
+    @property
+    def unk_id(self) -> int:
+        return self._unk_id
+
+    @property
+    def bos_id(self) -> int:
+        return self._bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return self._eos_id
+
+    def tokenize(self, strings) -> tf.RaggedTensor:
+        """UTF-8 strings ``[batch]`` -> int32 ids ``RaggedTensor [batch, (tokens)]``, no BOS/EOS.
+
+        A scalar string gives a 1-D int32 tensor.
+        """
+        return self._sp.tokenize(tf.convert_to_tensor(strings, dtype=tf.string))
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on.
+
+        ``ids`` may be a dense ``[batch, length]`` tensor (e.g. decoder output), a ragged
+        ``[batch, (length)]`` tensor (e.g. from :meth:`tokenize`), or a single 1-D sequence,
+        which gives a scalar string.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=self._pad_id)
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
+        single = ids.shape.rank == 1
+        if single:
+            ids = ids[tf.newaxis]
+        # Positions strictly before the first EOS: the running count of EOS tokens is still 0.
+        before_eos = tf.math.cumsum(tf.cast(tf.equal(ids, self._eos_id), tf.int32), axis=-1) == 0
+        keep = before_eos & tf.not_equal(ids, self._pad_id) & tf.not_equal(ids, self._bos_id)
+        text = self._sp.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return text[0] if single else text
+
+    def id_to_piece(self, ids) -> tf.Tensor:
+        """Ids -> their SentencePiece pieces (``tf.string``, same shape)."""
+        return self._sp.id_to_string(tf.convert_to_tensor(ids, dtype=tf.int32))
+
+    def piece_to_id(self, pieces) -> tf.Tensor:
+        """Pieces -> ids (``unk_id`` for pieces not in the vocabulary)."""
+        return self._sp.string_to_id(tf.convert_to_tensor(pieces, dtype=tf.string))

@@ -1,0 +1,317 @@
+"""The encoder-decoder Transformer model (section 3, Figure 1)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.decoder import TransformerDecoderLayer
+from keras_transformer.embedding import ScaledEmbedding
+from keras_transformer.encoder import TransformerEncoderLayer
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.metrics import MaskedAccuracy, Perplexity
+from keras_transformer.positional_encoding import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+)
+from keras_transformer.presets import TrainingRecipe, get_preset
+from keras_transformer.schedules import transformer_adam
+
+
+def causal_mask(query_length, key_length, start_index=0):
+    """Boolean ``[1, 1, query_length, key_length]``: query ``start_index + i`` sees keys ``<= it``.
+
+    Section 3.2.3: the decoder's self-attention must not see subsequent positions. With
+    ``start_index`` > 0 (incremental decoding) the queries are the newest positions.
+    """
+    query_positions = ops.arange(query_length, dtype="int32") + ops.cast(start_index, "int32")
+    key_positions = ops.arange(key_length, dtype="int32")
+    return (key_positions[None, :] <= query_positions[:, None])[None, None]
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer of "Attention Is All You Need".
+
+    Takes ``(source_ids, target_input_ids)`` (or a dict with those keys) of int ids padded with
+    ``pad_id`` and returns float32 logits ``[batch, target_length, target_vocab_size]``, so
+    ``model.fit`` works on datasets of ``((source_ids, target_input_ids), target_output_ids)``.
+
+    The architecture is a ``TransformerConfig``; pass its fields as keyword arguments
+    (``Transformer(vocab_size=8000, num_layers=2, d_model=128, ...)``) or build from a preset
+    with ``Transformer.from_preset("base", vocab_size=37000)``. ``encode`` and ``decode`` are
+    callable separately; ``decode`` takes a cache from ``init_cache`` for incremental decoding.
+    """
+
+    def __init__(self, **kwargs):
+        config_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in TransformerConfig.field_names()}
+        super().__init__(**kwargs)
+        self.config = TransformerConfig(**config_kwargs)
+        self.training_recipe = TrainingRecipe()
+        c = self.config
+        policy = self.dtype_policy
+
+        self.source_embedding = ScaledEmbedding(
+            c.source_vocab_size, c.d_model, dtype=policy, name="source_embedding"
+        )
+        if c.share_embeddings:
+            self.target_embedding = self.source_embedding
+        else:
+            self.target_embedding = ScaledEmbedding(
+                c.target_vocab_size, c.d_model, dtype=policy, name="target_embedding"
+            )
+        if c.positional_encoding == "learned":
+            self.encoder_positions = LearnedPositionalEmbedding(
+                c.max_length, dtype=policy, name="encoder_positions"
+            )
+            self.decoder_positions = LearnedPositionalEmbedding(
+                c.max_length, dtype=policy, name="decoder_positions"
+            )
+        else:
+            self.encoder_positions = SinusoidalPositionalEncoding(dtype=policy, name="encoder_positions")
+            self.decoder_positions = SinusoidalPositionalEncoding(dtype=policy, name="decoder_positions")
+        # Section 5.4: dropout "to the sums of the embeddings and the positional encodings".
+        self.encoder_embedding_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
+        self.decoder_embedding_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
+        layer_kwargs = dict(
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            d_k=c.d_k,
+            d_v=c.d_v,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            relu_dropout=c.relu_dropout,
+            layer_norm_epsilon=c.layer_norm_epsilon,
+            dtype=policy,
+        )
+        self.encoder_layers = [
+            TransformerEncoderLayer(**layer_kwargs, name=f"encoder_layer_{i}")
+            for i in range(c.num_encoder_layers)
+        ]
+        self.decoder_layers = [
+            TransformerDecoderLayer(**layer_kwargs, name=f"decoder_layer_{i}")
+            for i in range(c.num_decoder_layers)
+        ]
+        self.output_projection = None
+        if not c.tie_output_embeddings:
+            self.output_projection = keras.layers.Dense(
+                c.target_vocab_size, use_bias=False, dtype=policy, name="output_projection"
+            )
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_preset(cls, name, vocab_size=None, **overrides):
+        """A new, untrained model of preset ``name`` (see ``keras_transformer.preset_names()``).
+
+        ``overrides`` replace architecture settings (``num_layers=2``, ``dropout=0.0``, ...);
+        the preset's training recipe becomes the default of ``compile()``.
+        """
+        preset = get_preset(name)
+        if vocab_size is not None:
+            overrides["vocab_size"] = vocab_size
+        config = preset.model_config(**overrides)
+        model = cls(**config.to_dict())
+        model.training_recipe = preset.training
+        return model
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.config.d_model)
+
+        def build_once(layer, *shapes):
+            # The target embedding is the source embedding when the vocabulary is shared.
+            if layer is not None and not layer.built:
+                layer.build(*shapes)
+
+        build_once(self.source_embedding, None)
+        build_once(self.target_embedding, None)
+        build_once(self.encoder_positions, hidden)
+        build_once(self.decoder_positions, hidden)
+        for layer in self.encoder_layers:
+            build_once(layer, hidden)
+        for layer in self.decoder_layers:
+            build_once(layer, hidden, hidden)
+        build_once(self.output_projection, hidden)
+        self.built = True
+
+    def get_build_config(self):
+        return {"built": True}
+
+    def build_from_config(self, config):
+        self.build()
+
+    # ------------------------------------------------------------------ forward pass
+
+    def _split_inputs(self, inputs):
+        if isinstance(inputs, dict):
+            return inputs["source_ids"], inputs["target_ids"]
+        if isinstance(inputs, (list, tuple)) and len(inputs) == 2:
+            return inputs[0], inputs[1]
+        raise ValueError(
+            "Transformer expects inputs (source_ids, target_input_ids) or a dict with keys "
+            f"'source_ids' and 'target_ids'; received {type(inputs).__name__}: {inputs!r}"
+        )
+
+    def padding_mask(self, token_ids):
+        """``True`` at real tokens, ``False`` at ``pad_id``."""
+        return ops.not_equal(token_ids, self.config.pad_id)
+
+    def encode(self, source_ids, training=None, return_attention_scores=False):
+        """The encoder stack (section 3.1): ``[batch, source_length, d_model]``.
+
+        With ``return_attention_scores`` also a list of per-layer self-attention weights.
+        """
+        mask = self.padding_mask(source_ids)
+        x = self.source_embedding(source_ids)
+        x = x + self.encoder_positions(x)
+        x = self.encoder_embedding_dropout(x, training=training)
+        scores = []
+        for layer in self.encoder_layers:
+            x, weights = layer(x, padding_mask=mask, training=training, return_attention_scores=True)
+            scores.append(weights)
+        return (x, scores) if return_attention_scores else x
+
+    def decode(
+        self,
+        target_ids,
+        encoder_outputs,
+        encoder_padding_mask=None,
+        cache=None,
+        cache_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        """The decoder stack and the pre-softmax projection: float32 logits.
+
+        Args:
+            target_ids: ``[batch, length]`` decoder inputs (BOS followed by the shifted
+                target). In incremental decoding, only the newest position(s).
+            encoder_outputs: from ``encode``.
+            encoder_padding_mask: ``padding_mask(source_ids)``.
+            cache, cache_index: from ``init_cache``; ``target_ids`` holds positions
+                ``cache_index ...`` and attends to all earlier positions through the cache.
+
+        Returns ``logits``, then the updated cache if one was given, then (with
+        ``return_attention_scores``) a list of per-layer ``{"self": ..., "cross": ...}``.
+        """
+        start = 0 if cache_index is None else cache_index
+        x = self.target_embedding(target_ids)
+        x = x + self.decoder_positions(x, start_index=start)
+        x = self.decoder_embedding_dropout(x, training=training)
+        length = ops.shape(target_ids)[1]
+        if cache is None:
+            mask = causal_mask(length, length)
+        else:
+            mask = causal_mask(length, ops.shape(cache["self"][0]["key"])[2], start)
+        new_self_caches, scores = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            outputs = layer(
+                x,
+                encoder_outputs,
+                self_attention_mask=mask,
+                encoder_padding_mask=encoder_padding_mask,
+                self_cache=None if cache is None else cache["self"][i],
+                cache_index=cache_index,
+                cross_cache=None if cache is None else cache["cross"][i],
+                training=training,
+                return_attention_scores=True,
+            )
+            if cache is None:
+                x, weights = outputs
+            else:
+                x, layer_cache, weights = outputs
+                new_self_caches.append(layer_cache)
+            scores.append(weights)
+        if self.output_projection is not None:
+            logits = self.output_projection(x)
+        else:
+            logits = self.target_embedding.project(x)
+        # Logits, softmax and loss stay in float32 under mixed precision.
+        results = [ops.cast(logits, "float32")]
+        if cache is not None:
+            results.append({"self": new_self_caches, "cross": cache["cross"]})
+        if return_attention_scores:
+            results.append(scores)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def init_cache(self, encoder_outputs, max_length):
+        """Cache for incremental decoding of up to ``max_length`` target positions.
+
+        ``self``: per decoder layer, zero keys/values ``[batch, heads, max_length, d_k|d_v]``
+        filled as decoding proceeds. ``cross``: per layer, the encoder outputs projected to
+        keys and values once per sentence instead of once per step.
+        """
+        c = self.config
+        batch = ops.shape(encoder_outputs)[0]
+        dtype = self.compute_dtype
+        self_caches = [
+            {
+                "key": ops.zeros((batch, c.num_heads, max_length, c.d_k), dtype=dtype),
+                "value": ops.zeros((batch, c.num_heads, max_length, c.d_v), dtype=dtype),
+            }
+            for _ in self.decoder_layers
+        ]
+        cross_caches = [
+            layer.cross_attention.compute_cache(encoder_outputs) for layer in self.decoder_layers
+        ]
+        return {"self": self_caches, "cross": cross_caches}
+
+    def call(self, inputs, training=None):
+        source_ids, target_ids = self._split_inputs(inputs)
+        encoder_outputs = self.encode(source_ids, training=training)
+        return self.decode(
+            target_ids, encoder_outputs, self.padding_mask(source_ids), training=training
+        )
+
+    # ------------------------------------------------------------------ training set-up
+
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        metrics="auto",
+        *,
+        label_smoothing=None,
+        warmup_steps=None,
+        **kwargs,
+    ):
+        """``keras.Model.compile`` with the paper's recipe for every argument left at "auto".
+
+        optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up schedule (5.3); loss: label-smoothed
+        cross-entropy over non-padding tokens (5.4); metrics: token accuracy and perplexity.
+        ``label_smoothing``/``warmup_steps`` default to the preset's recipe.
+        """
+        recipe = self.training_recipe
+        label_smoothing = recipe.label_smoothing if label_smoothing is None else label_smoothing
+        warmup_steps = recipe.warmup_steps if warmup_steps is None else warmup_steps
+        if optimizer == "auto":
+            optimizer = transformer_adam(
+                self.config.d_model,
+                warmup_steps,
+                recipe.adam_beta_1,
+                recipe.adam_beta_2,
+                recipe.adam_epsilon,
+            )
+        if loss == "auto":
+            loss = LabelSmoothedCrossEntropy(label_smoothing, pad_id=self.config.pad_id)
+        if metrics == "auto":
+            metrics = [MaskedAccuracy(self.config.pad_id), Perplexity(self.config.pad_id)]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        # The stored config holds the concrete optimizer, loss and metrics that compile()
+        # resolved, so the overridden compile() can take them back as they are.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.config.to_dict())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,94 @@
+"""Typed stage configuration: one dataclass per stage, loadable from YAML.
+
+Every stage of the pipeline takes a single dataclass (``DownloadConfig``, ``TokenizerConfig``,
+``InputConfig``, ``TrainConfig``, ...). This module turns YAML files or plain dicts into those
+dataclasses, recursing into nested dataclass fields, and rejects unknown keys with an error that
+names the file and the key, so that a typo fails before any work is done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names the setting and its source."""
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict>") -> T:
+    """Builds dataclass ``cls`` from ``data``; nested dataclass fields take nested dicts.
+
+    Raises ``ConfigError`` naming ``source`` and the offending key for unknown keys.
+    """
+    data = dict(data or {})
+    if not _is_dataclass_type(cls):
+        raise TypeError(f"{cls!r} is not a dataclass type")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown setting(s) {unknown} for {cls.__name__}; "
+            f"known settings are {sorted(fields)}"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        tp = _unwrap_optional(hints.get(name, Any))
+        if _is_dataclass_type(tp) and isinstance(value, dict):
+            value = from_dict(tp, value, source=f"{source}:{name}")
+        elif typing.get_origin(tp) is tuple and isinstance(value, list):
+            value = tuple(value)
+        kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"{source}: invalid {cls.__name__}: {err}") from err
+
+
+def load_config(cls: type[T], path: str | Path, *, section: str | None = None) -> T:
+    """Loads dataclass ``cls`` from a YAML file (optionally one top-level ``section`` of it)."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except FileNotFoundError as err:
+        raise ConfigError(f"config file not found: {path}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    source = str(path)
+    if section is not None:
+        if section not in data:
+            raise ConfigError(f"{path}: no section '{section}' (sections: {sorted(data)})")
+        data = data[section]
+        source = f"{path}:{section}"
+    return from_dict(cls, data, source=source)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The inverse of ``from_dict``: a plain dict, ready for YAML or MLflow params."""
+    return dataclasses.asdict(config)
