@@ -1,0 +1,296 @@
+"""On-disk layout of a prepared parallel corpus, with checksummed manifest and atomic writes.
+
+A prepared corpus is a directory::
+
+    train.<src>  train.<tgt>  validation.<src>  validation.<tgt>  test.<src>  test.<tgt>
+    manifest.json
+
+Each text file is UTF-8, one sentence per line, line ``i`` of ``<split>.<src>`` translating line
+``i`` of ``<split>.<tgt>``. Files may also be stored xz-compressed (``train.en.xz``), which is how
+the bundled DDTP corpora ship. ``manifest.json`` records the source name, the language pair, the
+number of pairs per split, the sha256 of every file (and of its decompressed text), the cleaning
+counts per reason and the provenance.
+
+Writes are atomic: every file goes to a temporary name in the same directory and is renamed into
+place with ``os.replace``; the old manifest is deleted before the first write and the new one is
+written last. A killed write therefore leaves either no manifest (a rerun redoes the work) or a
+manifest whose checksums do not match the files (``Corpus.load`` refuses it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import lzma
+import os
+import socket
+import tempfile
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pipelines.cleaning import DataError, read_lines
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+SPLITS = ("train", "validation", "test")
+FORMAT_VERSION = 1
+#: xz settings of shipped files; fixed so that a rebuild with the same liblzma is byte-identical.
+XZ_PRESET = 9
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+    The temporary file lives in the destination directory (``os.replace`` is atomic only within
+    one file system) and is fsynced before the rename, so ``path`` either keeps its old content
+    or has the complete new one, never a prefix.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp creates the file 0600; give it the permissions a plain open() would have.
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temporaries(directory: Path) -> None:
+    """Deletes temporary files left in ``directory`` by a killed :func:`atomic_write_bytes`."""
+    for tmp in directory.glob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def lines_to_bytes(lines: Iterable[str]) -> bytes:
+    """One line per string, each terminated by ``\\n``; refuses strings that contain a newline."""
+    out = []
+    for i, line in enumerate(lines):
+        if "\n" in line or "\r" in line:
+            raise DataError(f"line {i + 1} contains a line break and would break the alignment")
+        out.append(line)
+    return ("\n".join(out) + "\n").encode("utf-8") if out else b""
+
+
+def compress_xz(data: bytes) -> bytes:
+    return lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=XZ_PRESET)
+
+
+def write_corpus(
+    directory: str | Path,
+    source_lang: str,
+    target_lang: str,
+    splits: dict[str, list[tuple[str, str]]],
+    *,
+    source: str,
+    cleaning: dict[str, Any] | None = None,
+    provenance: dict[str, Any] | None = None,
+    compress: bool = False,
+) -> "Corpus":
+    """Writes a corpus in the layout above (atomically, manifest last) and returns it loaded.
+
+    ``splits`` maps each of :data:`SPLITS` to its list of ``(source, target)`` pairs.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    missing = [s for s in SPLITS if s not in splits]
+    if missing:
+        raise DataError(f"cannot write corpus to {directory}: missing split(s) {missing}")
+    # The old manifest goes first: from here until the new one is written, the directory is
+    # not trusted by Corpus.load or by a rerun of download().
+    with contextlib.suppress(FileNotFoundError):
+        (directory / MANIFEST).unlink()
+    remove_stale_temporaries(directory)
+    files: dict[str, dict[str, Any]] = {}
+    for split in SPLITS:
+        pairs = splits[split]
+        for lang, side in ((source_lang, 0), (target_lang, 1)):
+            text = lines_to_bytes(pair[side] for pair in pairs)
+            name = f"{split}.{lang}"
+            entry: dict[str, Any] = {"lines": len(pairs), "text_sha256": sha256_bytes(text)}
+            if compress:
+                data = compress_xz(text)
+                name += ".xz"
+            else:
+                data = text
+            entry["sha256"] = sha256_bytes(data)
+            entry["bytes"] = len(data)
+            atomic_write_bytes(directory / name, data)
+            files[name] = entry
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "source": source,
+        "language_pair": f"{source_lang}-{target_lang}",
+        "source_lang": source_lang,
+        "target_lang": target_lang,
+        "counts": {split: len(splits[split]) for split in SPLITS},
+        "files": files,
+        "cleaning": cleaning or {},
+        "provenance": provenance or {},
+    }
+    atomic_write_bytes(directory / MANIFEST, manifest_bytes(manifest))
+    logger.info("wrote %s corpus %s-%s to %s: %s", source, source_lang, target_lang, directory,
+                manifest["counts"])
+    return Corpus(directory, manifest)
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """Canonical JSON of a manifest (sorted keys, no timestamps) so rebuilds are bit-identical."""
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+@dataclasses.dataclass
+class Corpus:
+    """A prepared corpus directory and its manifest (see the module docstring for the layout)."""
+
+    directory: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def load(cls, directory: str | Path, *, verify: bool = True) -> "Corpus":
+        """Reads ``manifest.json`` of ``directory``; with ``verify`` checks every file's sha256.
+
+        Raises :class:`DataError` when the manifest is missing or malformed, or a file is missing
+        or does not match its checksum.
+        """
+        directory = Path(directory)
+        manifest_path = directory / MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise DataError(f"{manifest_path}: no manifest; the corpus was not (completely) "
+                            "prepared") from err
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise DataError(f"{manifest_path}: manifest is not valid JSON: {err}") from err
+        for key in ("source_lang", "target_lang", "counts", "files"):
+            if key not in manifest:
+                raise DataError(f"{manifest_path}: manifest has no '{key}'")
+        corpus = cls(directory, manifest)
+        if verify:
+            corpus.verify()
+        return corpus
+
+    @property
+    def source_lang(self) -> str:
+        return self.manifest["source_lang"]
+
+    @property
+    def target_lang(self) -> str:
+        return self.manifest["target_lang"]
+
+    @property
+    def language_pair(self) -> str:
+        return f"{self.source_lang}-{self.target_lang}"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Number of sentence pairs per split."""
+        return dict(self.manifest["counts"])
+
+    def _name(self, split: str, lang: str) -> str:
+        if split not in SPLITS:
+            raise KeyError(f"unknown split {split!r}; splits are {SPLITS}")
+        if lang not in (self.source_lang, self.target_lang):
+            raise KeyError(f"language {lang!r} is not in {self.language_pair}")
+        for name in (f"{split}.{lang}", f"{split}.{lang}.xz"):
+            if name in self.manifest["files"]:
+                return name
+        raise DataError(f"{self.directory / MANIFEST}: no file for split {split!r}, language {lang!r}")
+
+    def path(self, split: str, lang: str) -> Path:
+        """Path of the text file of ``split`` in language ``lang`` (may end in ``.xz``)."""
+        return self.directory / self._name(split, lang)
+
+    def file_sha256(self, split: str, lang: str) -> str:
+        """The sha256 of the decompressed text of ``split``/``lang``, from the manifest."""
+        return self.manifest["files"][self._name(split, lang)]["text_sha256"]
+
+    def lines(self, split: str, lang: str) -> Iterator[str]:
+        """The sentences of one side of ``split``."""
+        return read_lines(self.path(split, lang))
+
+    def pairs(self, split: str) -> Iterator[tuple[str, str]]:
+        """Yields the ``(source, target)`` sentence pairs of ``split`` in file order."""
+        return zip(self.lines(split, self.source_lang), self.lines(split, self.target_lang),
+                   strict=True)
+
+    def fingerprint(self, split: str | None = None) -> str:
+        """A short hash of the corpus text (of one split, or all), e.g. to key caches."""
+        splits = SPLITS if split is None else (split,)
+        parts = [self.language_pair]
+        for s in splits:
+            parts += [self.file_sha256(s, self.source_lang), self.file_sha256(s, self.target_lang)]
+        return sha256_bytes("|".join(parts).encode())[:16]
+
+    def verify(self) -> None:
+        """Checks that every file listed in the manifest exists and matches its sha256."""
+        for name, entry in sorted(self.manifest["files"].items()):
+            path = self.directory / name
+            if not path.is_file():
+                raise DataError(f"{path}: listed in {MANIFEST} but missing")
+            actual = sha256_file(path)
+            if actual != entry["sha256"]:
+                raise DataError(
+                    f"{path}: sha256 {actual} does not match {MANIFEST} ({entry['sha256']}); "
+                    "the file is incomplete or was modified"
+                )
+        for split in SPLITS:
+            for lang in (self.source_lang, self.target_lang):
+                self._name(split, lang)
+
+
+def require_network(urls: Iterable[str], *, timeout: float = 5.0, what: str = "download") -> None:
+    """Fails fast, with a clear message, if the hosts of ``urls`` cannot be reached.
+
+    Opens (and closes) one TCP connection per distinct host with a short timeout before a long
+    download starts, so that an offline machine gets an error within seconds instead of a
+    download library retrying for minutes.
+    """
+    hosts: dict[tuple[str, int], str] = {}
+    for url in urls:
+        parsed = urllib.parse.urlsplit(url)
+        if not parsed.hostname:
+            continue
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        hosts.setdefault((parsed.hostname, port), url)
+    for (host, port), url in sorted(hosts.items()):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except OSError as err:
+            raise ConnectionError(
+                f"cannot {what}: {host}:{port} (for {url}) is unreachable ({err}). This step needs "
+                f"internet access; offline, use the bundled 'ddtp' source or a 'folder' of your "
+                f"own parallel files instead"
+            ) from err

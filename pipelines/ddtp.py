@@ -1,0 +1,453 @@
+"""Builder of the bundled En-De / En-Fr corpora from Debian's description translations (DDTP).
+
+Input: the Debian archive's ``dists/<suite>/main/i18n/Translation-<lang>`` index files (plain,
+``.xz``, ``.bz2`` or ``.gz``), RFC-822 style records of the Debian Description Translation
+Project::
+
+    Package: 0ad
+    Description-md5: d943033bedada21853d2ae54a2578a7b
+    Description-de: <one-line summary>
+     <long description, wrapped lines starting with a space>
+     .
+     <next paragraph>
+
+The same ``Description-md5`` in two languages means the same English original. The builder joins
+the English file with the other language on it, pairs summary with summary and paragraph ``i``
+with paragraph ``i`` (descriptions whose paragraph counts differ are skipped), cleans the pairs
+(:mod:`pipelines.cleaning`), and splits them deterministically by a hash of the English sentence,
+so that no English sentence occurs in two splits. The output is the layout of
+:mod:`pipelines.corpus`, xz-compressed.
+
+The shipped copies under ``pipelines/corpora/ddtp/`` were made by this module's CLI; rebuild or
+check them with::
+
+    python -m pipelines.ddtp --translations-dir DIR            # rebuild in place
+    python -m pipelines.ddtp --translations-dir DIR --check    # compare, write nothing
+    python -m pipelines.ddtp --mirror http://deb.debian.org/debian --suite bookworm
+
+where ``DIR`` holds ``Translation-en``, ``Translation-de`` and ``Translation-fr``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from pipelines.cleaning import CleaningConfig, DataError, clean_pairs, log_counts, read_lines
+from pipelines.corpus import (
+    MANIFEST,
+    SPLITS,
+    Corpus,
+    require_network,
+    sha256_file,
+    write_corpus,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Where the corpora built from Debian bookworm ship inside the package.
+SHIPPED_DIR = Path(__file__).resolve().parent / "corpora" / "ddtp"
+SHIPPED_PAIRS = ("en-de", "en-fr")
+DEFAULT_SUITE = "bookworm"
+COMPRESSED_SUFFIXES = (".xz", ".bz2", ".gz", "")
+#: Salt of the split hash; changing it reshuffles every split, so it is versioned.
+SPLIT_SALT = "ddtp-split-v1"
+
+
+@dataclasses.dataclass
+class DdtpBuildConfig:
+    """Settings of the DDTP builder; the defaults made the shipped corpora.
+
+    The cleaning filters apply to every split (``filter_splits`` = all) because the corpus is
+    cleaned as one pool before it is split. ``validation_fraction`` and ``test_fraction`` are
+    fractions of the English-hash space: about 4% of the English sentences each (~1,300 En-De
+    pairs).
+    """
+
+    cleaning: CleaningConfig = dataclasses.field(
+        default_factory=lambda: CleaningConfig(filter_splits=SPLITS))
+    validation_fraction: float = 0.04
+    test_fraction: float = 0.04
+
+    def __post_init__(self) -> None:
+        if not (0 < self.validation_fraction and 0 < self.test_fraction
+                and self.validation_fraction + self.test_fraction < 1):
+            raise ValueError("validation_fraction and test_fraction must be > 0 and sum to < 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Description:
+    """One translated package description: its summary line and long-description paragraphs."""
+
+    summary: str
+    paragraphs: tuple[str, ...]
+
+
+def _description_text(summary: str, body: list[str]) -> Description:
+    """Splits the long description into paragraphs at ``" ."`` lines (Debian policy 5.6.13).
+
+    Wrapped lines are joined with a space; verbatim lines (two leading spaces) are joined the same
+    way because the cleaning step collapses whitespace anyway.
+    """
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in body:
+        if line.strip() == ".":
+            paragraphs.append(" ".join(current))
+            current = []
+        else:
+            current.append(line.strip())
+    paragraphs.append(" ".join(current))
+    return Description(summary.strip(), tuple(p for p in paragraphs if p.strip()) if body else ())
+
+
+def parse_translation_file(path: str | Path) -> dict[str, Description]:
+    """Parses a ``Translation-<lang>`` file into ``{Description-md5: Description}``.
+
+    Several packages may share one description (same md5); the first record wins. Raises
+    :class:`DataError` naming the file and line for malformed records and invalid UTF-8.
+    """
+    path = Path(path)
+    descriptions: dict[str, Description] = {}
+    md5 = summary = None
+    body: list[str] = []
+    start = 0
+
+    def flush() -> None:
+        if summary is None:
+            return
+        if md5 is None:
+            raise DataError(f"{path}:{start}: record has a description but no Description-md5")
+        descriptions.setdefault(md5, _description_text(summary, body))
+
+    in_description = False
+    for lineno, line in enumerate(tqdm(read_lines(path), desc=path.name, unit=" lines",
+                                       mininterval=2.0, leave=False), start=1):
+        if not line.strip():
+            flush()
+            md5 = summary = None
+            body = []
+            in_description = False
+            continue
+        if line[0] in " \t":
+            if not in_description:
+                continue  # a continuation of some other multi-line field
+            body.append(line[1:])
+            continue
+        if md5 is None and summary is None:
+            start = lineno
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise DataError(f"{path}:{lineno}: expected 'Field: value', got {line[:60]!r}")
+        in_description = key.startswith("Description-") and key != "Description-md5"
+        if key == "Description-md5":
+            md5 = value.strip()
+        elif in_description:
+            summary = value
+    flush()
+    if not descriptions:
+        raise DataError(f"{path}: no Description records found; is this a Translation-<lang> file?")
+    logger.info("%s: %d distinct descriptions", path, len(descriptions))
+    return descriptions
+
+
+def align_descriptions(
+    english: dict[str, Description], other: dict[str, Description]
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Pairs the English descriptions with their translations (English file order).
+
+    Returns the ``(english, other)`` pairs and counts: descriptions in both languages, and those
+    skipped entirely because their paragraph counts differ (the paragraphs cannot be aligned,
+    and a translator who restructured the text may also have rephrased the summary).
+    """
+    pairs: list[tuple[str, str]] = []
+    stats = {"descriptions_in_both": 0, "paragraph_count_mismatch": 0}
+    for md5, en in english.items():
+        xx = other.get(md5)
+        if xx is None:
+            continue
+        stats["descriptions_in_both"] += 1
+        if len(en.paragraphs) != len(xx.paragraphs):
+            stats["paragraph_count_mismatch"] += 1
+            continue
+        pairs.append((en.summary, xx.summary))
+        pairs.extend(zip(en.paragraphs, xx.paragraphs))
+    return pairs, stats
+
+
+def split_of(english: str, validation_fraction: float, test_fraction: float) -> str:
+    """The split of a pair, from a salted sha256 of its English side alone.
+
+    Depending only on the English text, every pair with the same English sentence lands in the
+    same split (no English sentence is shared across splits), and a sentence keeps its split when
+    the corpus is rebuilt from a newer suite.
+    """
+    digest = hashlib.sha256(f"{SPLIT_SALT}|{english}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + validation_fraction:
+        return "validation"
+    return "train"
+
+
+def find_translation_file(directory: str | Path, lang: str) -> Path:
+    """``directory/Translation-<lang>`` with any of the suffixes ``.xz``, ``.bz2``, ``.gz``, none."""
+    directory = Path(directory)
+    for suffix in COMPRESSED_SUFFIXES:
+        path = directory / f"Translation-{lang}{suffix}"
+        if path.is_file():
+            return path
+    raise DataError(f"{directory}: no Translation-{lang}[.xz|.bz2|.gz] file")
+
+
+def fetch_translation_files(
+    mirror: str, suite: str, langs: Sequence[str], cache_dir: str | Path, *, timeout: float = 10.0
+) -> dict[str, Path]:
+    """Downloads ``dists/<suite>/main/i18n/Translation-<lang>.{xz,bz2}`` from a Debian mirror.
+
+    Checks that the mirror is reachable first (short timeout) so that an offline machine fails
+    at once with a clear message. Files already in ``cache_dir`` are reused.
+    """
+    from pipelines.corpus import atomic_write_bytes
+
+    base = f"{mirror.rstrip('/')}/dists/{suite}/main/i18n"
+    require_network([base], timeout=timeout, what="fetch Debian Translation files")
+    cache_dir = Path(cache_dir)
+    paths: dict[str, Path] = {}
+    for lang in langs:
+        for suffix in (".xz", ".bz2"):
+            path = cache_dir / suite / f"Translation-{lang}{suffix}"
+            if path.is_file():
+                paths[lang] = path
+                break
+            url = f"{base}/Translation-{lang}{suffix}"
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response:
+                    data = response.read()
+            except urllib.error.HTTPError as err:
+                if err.code == 404:
+                    continue
+                raise ConnectionError(f"cannot fetch {url}: HTTP {err.code}") from err
+            except (urllib.error.URLError, OSError) as err:
+                raise ConnectionError(f"cannot fetch {url}: {err}") from err
+            atomic_write_bytes(path, data)
+            logger.info("fetched %s (%d bytes)", url, len(data))
+            paths[lang] = path
+            break
+        else:
+            raise DataError(f"{base}: no Translation-{lang}.xz or .bz2 (suite {suite!r})")
+    return paths
+
+
+def build_pair(
+    english: dict[str, Description],
+    other: dict[str, Description],
+    language_pair: str,
+    output_dir: str | Path,
+    config: DdtpBuildConfig,
+    *,
+    provenance: dict[str, Any] | None = None,
+    compress: bool = True,
+) -> Corpus:
+    """Aligns, cleans, splits and writes one language pair (xz-compressed) to ``output_dir``.
+
+    ``compress=False`` writes plain text with the same ``text_sha256`` values (faster, for tests).
+    """
+    source_lang, target_lang = language_pair.split("-")
+    raw_pairs, align_stats = align_descriptions(english, other)
+    logger.info("%s: %d aligned pairs (%s)", language_pair, len(raw_pairs), align_stats)
+    pairs, counts = clean_pairs(raw_pairs, config.cleaning)
+    log_counts(language_pair, counts)
+    splits: dict[str, list[tuple[str, str]]] = {split: [] for split in SPLITS}
+    for en, xx in pairs:
+        splits[split_of(en, config.validation_fraction, config.test_fraction)].append((en, xx))
+    for split in SPLITS:
+        if not splits[split]:
+            raise DataError(f"split '{split}' of {language_pair} is empty")
+    provenance = dict(provenance or {})
+    provenance.update({
+        "alignment": align_stats,
+        "split": {"salt": SPLIT_SALT, "validation_fraction": config.validation_fraction,
+                  "test_fraction": config.test_fraction},
+        "cleaning_config": dataclasses.asdict(config.cleaning),
+    })
+    return write_corpus(output_dir, source_lang, target_lang, splits, source="ddtp",
+                        cleaning={"all": counts}, provenance=provenance, compress=compress)
+
+
+def build(
+    translations: dict[str, Path],
+    output_dir: str | Path,
+    language_pairs: Sequence[str] = SHIPPED_PAIRS,
+    config: DdtpBuildConfig | None = None,
+    *,
+    suite: str = DEFAULT_SUITE,
+    compress: bool = True,
+) -> dict[str, Corpus]:
+    """Builds ``output_dir/<pair>/`` for every ``en-xx`` pair from ``{lang: Translation file}``."""
+    config = config or DdtpBuildConfig()
+    for pair in language_pairs:
+        src, _, tgt = pair.partition("-")
+        if src != "en" or not tgt:
+            raise DataError(f"DDTP pairs are English-to-X (en-xx); got {pair!r}")
+    english = parse_translation_file(translations["en"])
+    corpora = {}
+    for pair in language_pairs:
+        lang = pair.split("-")[1]
+        if lang not in translations:
+            raise DataError(f"no Translation-{lang} file given for {pair}")
+        other = parse_translation_file(translations[lang])
+        provenance = {
+            "origin": f"Debian {suite} main/i18n Translation files (DDTP)",
+            "input_files": {
+                Path(translations[k]).name: sha256_file(translations[k]) for k in ("en", lang)
+            },
+        }
+        corpora[pair] = build_pair(english, other, pair, Path(output_dir) / pair, config,
+                                   provenance=provenance, compress=compress)
+    return corpora
+
+
+def shipped_corpus(language_pair: str = "en-de") -> Corpus:
+    """The bundled corpus for ``language_pair`` (``en-de`` or ``en-fr``), checksums verified."""
+    if language_pair not in SHIPPED_PAIRS:
+        raise DataError(f"no bundled DDTP corpus for {language_pair!r}; bundled: {SHIPPED_PAIRS}")
+    return Corpus.load(SHIPPED_DIR / language_pair)
+
+
+def render_readme(corpora: dict[str, Corpus], suite: str = DEFAULT_SUITE) -> str:
+    """The provenance README of the shipped corpora, checksums included."""
+    lines = [
+        "# Bundled DDTP corpora (En-De, En-Fr)",
+        "",
+        "Parallel English-German and English-French text built by `pipelines/ddtp.py` from the",
+        f"Debian archive's `dists/{suite}/main/i18n/Translation-{{en,de,fr}}` index files: package",
+        "descriptions and their translations by the Debian Description Translation Project",
+        "(DDTP, https://ddtp.debian.org/). Summary is paired with summary, paragraph i with",
+        "paragraph i of descriptions that share a `Description-md5`; text is NFKC-normalized with",
+        "whitespace collapsed, cleaned (empty, > 200 words, word-length ratio > 3, duplicates),",
+        "and split by a salted sha256 of the English side (about 4% validation, 4% test), so no",
+        "English sentence occurs in two splits.",
+        "",
+        "Licence: the text is each package's own description and the Debian translators' work;",
+        "no single licence is stated in the Translation files. It is distributed by Debian as",
+        "part of its archive; cite DDTP and check the individual packages before reuse beyond",
+        "research and testing.",
+        "",
+        "Rebuild (bit-identical text, from the bookworm files; `DIR` holds",
+        "`Translation-en.xz`, `Translation-de.xz`, `Translation-fr.xz`):",
+        "",
+        "    python -m pipelines.ddtp --translations-dir DIR",
+        "    python -m pipelines.ddtp --translations-dir DIR --check   # verify only",
+        "",
+        "or fetch the files from a mirror (needs internet):",
+        "",
+        f"    python -m pipelines.ddtp --mirror http://deb.debian.org/debian --suite {suite}",
+        "",
+        "Each `<pair>/manifest.json` lists the counts, the cleaning counts per reason and the",
+        "sha256 of every file (`sha256` of the .xz file, `text_sha256` of its decompressed text).",
+        "",
+    ]
+    for pair, corpus in sorted(corpora.items()):
+        manifest = corpus.manifest
+        lines.append(f"## {pair}")
+        lines.append("")
+        counts = manifest["counts"]
+        lines.append("Pairs: " + ", ".join(f"{s} {counts[s]:,}" for s in SPLITS)
+                     + f" (total {sum(counts.values()):,}).")
+        inputs = manifest["provenance"].get("input_files", {})
+        if inputs:
+            lines.append("")
+            lines.append("Input files (sha256):")
+            lines.append("")
+            for name, digest in sorted(inputs.items()):
+                lines.append(f"    {digest}  {name}")
+        lines.append("")
+        lines.append("Shipped files (sha256 of the .xz file / of the decompressed text):")
+        lines.append("")
+        for name, entry in sorted(manifest["files"].items()):
+            lines.append(f"    {entry['sha256']}  {name}")
+            lines.append(f"    {entry['text_sha256']}  {name.removesuffix('.xz')}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def compare_corpora(built: Corpus, shipped: Corpus) -> list[str]:
+    """Manifest keys whose content differs between two builds.
+
+    Compared: counts, text checksums, cleaning counts, settings. Ignored: the xz bytes (they
+    depend on the liblzma version) and the names/checksums of the input files.
+    """
+    def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        for entry in m["files"].values():
+            entry.pop("sha256", None)
+            entry.pop("bytes", None)
+        # The same text may come from a .bz2 of a mirror or the .xz of a local copy.
+        m.get("provenance", {}).pop("input_files", None)
+        return m
+
+    a, b = comparable(built.manifest), comparable(shipped.manifest)
+    return [key for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: rebuild (or ``--check``) the shipped corpora from Translation files or a mirror."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.ddtp", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--translations-dir", type=Path,
+                        help="directory holding Translation-en/-de/-fr[.xz|.bz2|.gz]")
+    source.add_argument("--mirror", help="Debian mirror URL, e.g. http://deb.debian.org/debian")
+    parser.add_argument("--suite", default=DEFAULT_SUITE, help="Debian suite (default %(default)s)")
+    parser.add_argument("--pairs", nargs="+", default=list(SHIPPED_PAIRS))
+    parser.add_argument("--output-dir", type=Path, default=SHIPPED_DIR,
+                        help="where <pair>/ directories go (default: the shipped location)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="download cache for --mirror (default: a temporary directory)")
+    parser.add_argument("--check", action="store_true",
+                        help="build into a temporary directory and compare with --output-dir")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    langs = ["en"] + [p.split("-")[1] for p in args.pairs]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.mirror:
+            translations = fetch_translation_files(args.mirror, args.suite, langs,
+                                                   args.cache_dir or Path(tmp) / "cache")
+        else:
+            translations = {lang: find_translation_file(args.translations_dir, lang)
+                            for lang in langs}
+        output_dir = Path(tmp) / "build" if args.check else args.output_dir
+        corpora = build(translations, output_dir, args.pairs, suite=args.suite)
+        if args.check:
+            failed = False
+            for pair, corpus in corpora.items():
+                diff = compare_corpora(corpus, Corpus.load(args.output_dir / pair))
+                if diff:
+                    logger.error("%s differs from %s in %s", pair, args.output_dir / pair, diff)
+                    failed = True
+                else:
+                    logger.info("%s: rebuilt text is identical to %s", pair, args.output_dir / pair)
+            return 1 if failed else 0
+        if set(args.pairs) == set(SHIPPED_PAIRS):
+            readme = render_readme(corpora, args.suite)
+            (args.output_dir / "README.md").write_text(readme, encoding="utf-8")
+        logger.info("wrote %s", ", ".join(str(c.directory / MANIFEST) for c in corpora.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Training of the SentencePiece subword vocabulary (paper Section 5.1: shared source-target BPE).
+
+"Sentences were encoded using byte-pair encoding, which has a shared source-target vocabulary of
+about 37000 tokens" (En-De). :func:`train_tokenizer` trains a SentencePiece BPE model on both
+sides of the training split (or one model per side when ``shared=False``); the model is then run
+in-graph by :class:`keras_transformer.tokenizer.SubwordTokenizer`.
+
+Settings that make the tokenizer exact and robust:
+
+* special ids ``pad=0``, ``unk=1``, ``bos=2``, ``eos=3`` (the project convention);
+* ``byte_fallback=True``: characters outside the vocabulary become UTF-8 byte pieces, so nothing
+  maps to ``unk`` and every string survives a round trip;
+* normalization rule ``identity``: the corpus is already NFKC-normalized with collapsed
+  whitespace by :mod:`pipelines.cleaning`, so ``detokenize(tokenize(s)) == s`` exactly, which
+  BLEU on detokenized output relies on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import sentencepiece as spm
+
+from pipelines.corpus import Corpus, atomic_write_bytes, sha256_bytes
+
+logger = logging.getLogger(__name__)
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclasses.dataclass
+class TokenizerConfig:
+    """Settings of SentencePiece training (names follow ``spm_train`` where they exist).
+
+    ``vocab_size`` includes the 4 special ids and, with ``byte_fallback``, 256 byte pieces; the
+    paper used ~37000 (shared, En-De), the CPU presets a few thousand. ``input_sentence_size``
+    caps the number of training sentences, sampled with ``seed``.
+    """
+
+    vocab_size: int = 8000
+    model_type: str = "bpe"
+    character_coverage: float = 0.9995
+    input_sentence_size: int = 1_000_000
+    seed: int = 0
+    shared: bool = True
+    byte_fallback: bool = True
+    normalization_rule_name: str = "identity"
+    num_threads: int = 2
+
+    def __post_init__(self) -> None:
+        if self.model_type not in ("bpe", "unigram", "char", "word"):
+            raise ValueError(f"unknown model_type {self.model_type!r}")
+        minimum = 4 + (256 if self.byte_fallback else 0) + 1
+        if self.vocab_size < minimum:
+            raise ValueError(f"vocab_size must be at least {minimum} with these settings, "
+                             f"got {self.vocab_size}")
+        if not 0 < self.character_coverage <= 1:
+            raise ValueError("character_coverage must be in (0, 1]")
+
+
+def _trainer_kwargs(config: TokenizerConfig) -> dict:
+    return dict(
+        vocab_size=config.vocab_size,
+        model_type=config.model_type,
+        character_coverage=config.character_coverage,
+        input_sentence_size=config.input_sentence_size,
+        shuffle_input_sentence=True,
+        byte_fallback=config.byte_fallback,
+        normalization_rule_name=config.normalization_rule_name,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        num_threads=config.num_threads,
+        # Long paragraphs are real training data here; the default (4192 bytes) would drop some.
+        max_sentence_length=16384,
+    )
+
+
+def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Path,
+               fingerprint: dict) -> Path:
+    """Trains one model unless ``model_path`` exists and was trained from the same inputs."""
+    meta_path = model_path.with_suffix(".json")
+    if model_path.is_file() and meta_path.is_file():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            meta = {}
+        if (meta.get("inputs") == fingerprint
+                and meta.get("model_sha256") == sha256_bytes(model_path.read_bytes())):
+            logger.info("tokenizer %s is up to date; not retraining", model_path)
+            return model_path
+    spm.set_random_generator_seed(config.seed)
+    model = io.BytesIO()
+    logger.info("training SentencePiece %s, vocab %d -> %s", config.model_type, config.vocab_size,
+                model_path)
+    spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_writer=model,
+                                   minloglevel=2, **_trainer_kwargs(config))
+    data = model.getvalue()
+    atomic_write_bytes(model_path, data)
+    vocab = spm.SentencePieceProcessor(model_proto=data)
+    pieces = "".join(f"{vocab.id_to_piece(i)}\t{vocab.get_score(i)}\n"
+                     for i in range(vocab.vocab_size()))
+    atomic_write_bytes(model_path.with_suffix(".vocab"), pieces.encode("utf-8"))
+    # Written last: its presence with matching hashes is what makes a rerun skip training.
+    meta = {"inputs": fingerprint, "model_sha256": sha256_bytes(data)}
+    atomic_write_bytes(meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+    return model_path
+
+
+def train_tokenizer(
+    corpus: Corpus, config: TokenizerConfig, output_dir: str | Path
+) -> Path | tuple[Path, Path]:
+    """Trains the subword model(s) on the ``train`` split of ``corpus``.
+
+    Returns the path of ``output_dir/spm_shared.model`` when ``config.shared`` (one vocabulary
+    for both sides, trained on their concatenation), otherwise the pair
+    ``(spm_<src>.model, spm_<tgt>.model)``. A ``.vocab`` listing and a ``.json`` record of the
+    inputs sit beside each model; training is skipped when they match.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    settings = dataclasses.asdict(config)
+
+    def fingerprint(langs: tuple[str, ...]) -> dict:
+        return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)
+                                              for lang in langs}}
+
+    if config.shared:
+        langs = (corpus.source_lang, corpus.target_lang)
+
+        def both_sides() -> Iterator[str]:
+            for lang in langs:
+                yield from corpus.lines("train", lang)
+
+        return _train_one(both_sides(), config, output_dir / "spm_shared.model",
+                          fingerprint(langs))
+    paths = []
+    for lang in (corpus.source_lang, corpus.target_lang):
+        paths.append(_train_one(corpus.lines("train", lang), config,
+                                output_dir / f"spm_{lang}.model", fingerprint((lang,))))
+    return paths[0], paths[1]
+
+
+def load_tokenizers(models: Path | str | tuple) -> tuple:
+    """``(source_tokenizer, target_tokenizer)`` from :func:`train_tokenizer`'s return value.
+
+    With a shared model both elements are the same :class:`SubwordTokenizer` object.
+    """
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    if isinstance(models, (str, Path)):
+        shared = SubwordTokenizer(models)
+        return shared, shared
+    source, target = models
+    return SubwordTokenizer(source), SubwordTokenizer(target)
