@@ -26,9 +26,10 @@ import json
 import logging
 import lzma
 import os
-import socket
 import tempfile
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -270,27 +271,30 @@ class Corpus:
                 self._name(split, lang)
 
 
-def require_network(urls: Iterable[str], *, timeout: float = 5.0, what: str = "download") -> None:
-    """Fails fast, with a clear message, if the hosts of ``urls`` cannot be reached.
+def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "download") -> None:
+    """Fails fast, with a clear message, if the servers of ``urls`` do not answer.
 
-    Opens (and closes) one TCP connection per distinct host with a short timeout before a long
-    download starts, so that an offline machine gets an error within seconds instead of a
-    download library retrying for minutes.
+    Sends one HTTP ``HEAD`` request per distinct host with a short timeout before a long
+    download starts, so that an offline machine (or a server that accepts connections but never
+    answers) gets an error within ``timeout`` seconds instead of a download library retrying for
+    minutes. Any HTTP status counts as reachable: only the network is being checked.
     """
-    hosts: dict[tuple[str, int], str] = {}
+    first_url_per_host: dict[str, str] = {}
     for url in urls:
         parsed = urllib.parse.urlsplit(url)
-        if not parsed.hostname:
-            continue
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        hosts.setdefault((parsed.hostname, port), url)
-    for (host, port), url in sorted(hosts.items()):
+        if parsed.scheme in ("http", "https") and parsed.netloc:
+            first_url_per_host.setdefault(parsed.netloc, url)
+    for host, url in sorted(first_url_per_host.items()):
         try:
-            with socket.create_connection((host, port), timeout=timeout):
+            request = urllib.request.Request(url, method="HEAD")
+            with urllib.request.urlopen(request, timeout=timeout):
                 pass
-        except OSError as err:
+        except urllib.error.HTTPError:
+            pass  # the server answered; whether HEAD is allowed does not matter here
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
             raise ConnectionError(
-                f"cannot {what}: {host}:{port} (for {url}) is unreachable ({err}). This step needs "
-                f"internet access; offline, use the bundled 'ddtp' source or a 'folder' of your "
-                f"own parallel files instead"
+                f"cannot {what}: {host} is unreachable ({reason}; tried {url} with a "
+                f"{timeout:g}s timeout). This step needs internet access; offline, use the bundled 'ddtp' source "
+                f"or a 'folder' of your own parallel files instead"
             ) from err
