@@ -28,7 +28,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     Returns ``outputs``, then the updated ``self_cache`` if one was given, then the weights.
     """
 
-    def build(self, input_shape, encoder_outputs_shape=None):
+    def build(self, inputs_shape, encoder_outputs_shape=None):
+        input_shape = inputs_shape
         super().build(input_shape)
         d_model = input_shape[-1]
         encoder_outputs_shape = encoder_outputs_shape or input_shape

@@ -20,12 +20,12 @@ class PostNormResidual(keras.layers.Layer):
         self.dropout = dropout
         self.epsilon = epsilon
 
-    def build(self, input_shape, sublayer_output_shape=None):
+    def build(self, residual_shape, sublayer_output_shape=None):
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.layer_norm.build(input_shape)
+        self.layer_norm.build(residual_shape)
         self.built = True
 
     def call(self, residual, sublayer_output, training=None):

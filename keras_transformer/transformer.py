@@ -106,13 +106,14 @@ class Transformer(keras.Model):
         """A new, untrained model of preset ``name`` (see ``keras_transformer.preset_names()``).
 
         ``overrides`` replace architecture settings (``num_layers=2``, ``dropout=0.0``, ...);
-        the preset's training recipe becomes the default of ``compile()``.
+        ``dtype`` (e.g. ``"mixed_bfloat16"``) and ``name`` go to ``keras.Model``; the preset's training recipe becomes the default of ``compile()``.
         """
         preset = get_preset(name)
         if vocab_size is not None:
             overrides["vocab_size"] = vocab_size
+        layer_kwargs = {k: overrides.pop(k) for k in ("dtype", "name") if k in overrides}
         config = preset.model_config(**overrides)
-        model = cls(**config.to_dict())
+        model = cls(**config.to_dict(), **layer_kwargs)
         model.training_recipe = preset.training
         return model
 
