@@ -7,3 +7,51 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# --- data fixtures (pipelines/download.py, pipelines/tokenization.py) --------------------------
+# Session-scoped so that the bundled corpus is prepared and the test tokenizer trained once.
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+#: Raw inputs beside the repository (CI clones the repo with shared/ next to it); may be absent.
+SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: Small vocabulary so that training takes about a second; the CPU presets use a few thousand.
+TEST_VOCAB_SIZE = 2000
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """``../shared/data`` (raw Debian Translation files, treebank); skips the test if absent."""
+    if not SHARED_DATA_DIR.is_dir():
+        pytest.skip(f"raw data folder {SHARED_DATA_DIR} is absent")
+    return SHARED_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def ddtp_corpus(tmp_path_factory):
+    """The bundled En-De DDTP corpus prepared by ``download()`` into a temporary directory."""
+    from pipelines.corpus import Corpus
+    from pipelines.download import DownloadConfig, download
+
+    output_dir = tmp_path_factory.mktemp("data") / "ddtp-en-de"
+    return Corpus.load(download(DownloadConfig(source="ddtp", language_pair="en-de",
+                                               output_dir=str(output_dir))))
+
+
+@pytest.fixture(scope="session")
+def tokenizer_model(ddtp_corpus, tmp_path_factory) -> Path:
+    """Path of a shared SentencePiece BPE model (vocab ``TEST_VOCAB_SIZE``) trained on it."""
+    from pipelines.tokenization import TokenizerConfig, train_tokenizer
+
+    config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000)
+    return train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tokenizer_model):
+    """``SubwordTokenizer`` of ``tokenizer_model`` (pad 0, unk 1, bos 2, eos 3)."""
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    return SubwordTokenizer(tokenizer_model)

@@ -1,0 +1,81 @@
+"""SubwordTokenizer: in-graph tokenization, detokenization of model output, SavedModel export."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.tokenizer import SubwordTokenizer
+
+SENTENCES = ["Echtzeit-Strategiespiel über antike Kriegsführung",
+             "Real-time strategy game of ancient warfare"]
+
+
+def test_tokenize_is_ragged_int32_without_bos_eos(tokenizer):
+    ids = tokenizer.tokenize(SENTENCES)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert ids.shape[0] == 2
+    for row in ids.to_list():
+        assert row and tokenizer.bos_id not in row and tokenizer.eos_id not in row
+    single = tokenizer.tokenize(SENTENCES[0])
+    assert single.shape.rank == 1 and single.numpy().tolist() == ids[0].numpy().tolist()
+
+
+def test_detokenize_strips_padding_bos_and_stops_at_first_eos(tokenizer):
+    rows = tokenizer.tokenize(SENTENCES).to_list()
+    bos, eos, pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
+    garbage = rows[1][:3]  # real pieces after EOS must not leak into the text
+    dense = np.full((2, 40), pad, np.int32)
+    first = [bos] + rows[0] + [eos] + garbage
+    second = rows[1] + [eos, eos]
+    dense[0, :len(first)] = first
+    dense[1, :len(second)] = second
+    texts = [t.decode() for t in tokenizer.detokenize(tf.constant(dense)).numpy()]
+    assert texts == SENTENCES
+    # int64 dense input, ragged input, and a single sequence.
+    assert tokenizer.detokenize(tf.constant(dense, tf.int64)).numpy()[1].decode() == SENTENCES[1]
+    assert tokenizer.detokenize(tokenizer.tokenize(SENTENCES)).numpy()[0].decode() == SENTENCES[0]
+    assert tokenizer.detokenize(dense[0]).numpy().decode() == SENTENCES[0]
+    assert tokenizer.detokenize([[eos] + rows[0]]).numpy()[0].decode() == ""
+
+
+def test_works_in_tf_function_and_tf_data(tokenizer):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(strings):
+        return tokenizer.detokenize(tokenizer.tokenize(strings))
+
+    assert [t.decode() for t in round_trip(tf.constant(SENTENCES)).numpy()] == SENTENCES
+    dataset = tf.data.Dataset.from_tensor_slices(SENTENCES).map(tokenizer.tokenize)
+    rows = [r.numpy().tolist() for r in dataset]
+    assert rows == tokenizer.tokenize(SENTENCES).to_list()
+
+
+def test_from_serialized_proto_and_savedmodel(tokenizer, tmp_path):
+    clone = SubwordTokenizer(tokenizer.serialized_model)
+    assert clone.fingerprint == tokenizer.fingerprint and clone.vocab_size == tokenizer.vocab_size
+    assert clone.tokenize(SENTENCES).to_list() == tokenizer.tokenize(SENTENCES).to_list()
+
+    class Exported(tf.Module):
+        def __init__(self, tok):
+            super().__init__()
+            self.tok = tok
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def encode(self, strings):
+            return self.tok.tokenize(strings).to_tensor()
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        def decode(self, ids):
+            return self.tok.detokenize(ids)
+
+    tf.saved_model.save(Exported(clone), str(tmp_path / "saved"))
+    del clone
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    ids = loaded.encode(tf.constant(SENTENCES))
+    assert [t.decode() for t in loaded.decode(ids).numpy()] == SENTENCES
+
+
+def test_rejects_invalid_model(tmp_path):
+    with pytest.raises(ValueError):
+        SubwordTokenizer(b"")
+    with pytest.raises(FileNotFoundError):
+        SubwordTokenizer(tmp_path / "missing.model")

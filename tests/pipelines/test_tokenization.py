@@ -1,0 +1,78 @@
+"""SentencePiece training: exact round trip on the real test split, special ids, caching."""
+
+import pytest
+import tensorflow as tf
+
+from keras_transformer.tokenizer import SubwordTokenizer
+from pipelines.config import ConfigError, from_dict
+from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
+from tests.conftest import TEST_VOCAB_SIZE
+
+
+def _round_trip_failures(tokenizer, sentences, batch_size=2048):
+    failures, unknown = [], 0
+    for start in range(0, len(sentences), batch_size):
+        batch = sentences[start:start + batch_size]
+        ids = tokenizer.tokenize(batch)
+        unknown += int(tf.reduce_sum(tf.cast(ids.flat_values == tokenizer.unk_id, tf.int32)))
+        for original, text in zip(batch, tokenizer.detokenize(ids).numpy()):
+            if text.decode("utf-8") != original:
+                failures.append((original, text.decode("utf-8")))
+    return failures, unknown
+
+
+def test_round_trip_every_test_sentence(ddtp_corpus, tokenizer):
+    """detokenize(tokenize(s)) == s on both sides of the whole test split, with no <unk>."""
+    for lang in (ddtp_corpus.source_lang, ddtp_corpus.target_lang):
+        sentences = list(ddtp_corpus.lines("test", lang))
+        assert len(sentences) == ddtp_corpus.counts["test"] > 1000
+        failures, unknown = _round_trip_failures(tokenizer, sentences)
+        assert failures == []
+        assert unknown == 0
+
+
+def test_special_ids_and_vocab(tokenizer):
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id) == (0, 1, 2, 3)
+    assert tokenizer.vocab_size == TEST_VOCAB_SIZE
+    pieces = [p.decode() for p in tokenizer.id_to_piece([0, 1, 2, 3]).numpy()]
+    assert pieces == ["<pad>", "<unk>", "<s>", "</s>"]
+    # Normal text never produces the special ids (they are reserved).
+    ids = tokenizer.tokenize(["Ein Paket für Entwickler <s> </s> <pad>"]).flat_values.numpy()
+    assert not set(ids.tolist()) & {0, 1, 2, 3}
+
+
+def test_byte_fallback_covers_unseen_characters(tokenizer):
+    text = "Unicode: 日本語 текст 🙂 ∮ E⋅da = Q"
+    ids = tokenizer.tokenize([text])
+    assert tokenizer.unk_id not in ids.flat_values.numpy().tolist()
+    assert tokenizer.detokenize(ids).numpy()[0].decode() == text
+
+
+def test_retraining_is_skipped_when_inputs_are_unchanged(ddtp_corpus, tokenizer_model):
+    before = tokenizer_model.stat().st_mtime_ns
+    config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000)
+    assert train_tokenizer(ddtp_corpus, config, tokenizer_model.parent) == tokenizer_model
+    assert tokenizer_model.stat().st_mtime_ns == before
+    assert tokenizer_model.with_suffix(".vocab").read_text(encoding="utf-8").startswith(
+        "<pad>\t0")
+
+
+def test_separate_vocabularies(ddtp_corpus, tmp_path):
+    config = TokenizerConfig(vocab_size=600, input_sentence_size=5000, shared=False)
+    source_model, target_model = train_tokenizer(ddtp_corpus, config, tmp_path)
+    assert (source_model.name, target_model.name) == ("spm_en.model", "spm_de.model")
+    source, target = load_tokenizers((source_model, target_model))
+    assert source.serialized_model != target.serialized_model
+    for tok, lang in ((source, "en"), (target, "de")):
+        sentences = list(ddtp_corpus.lines("test", lang))[:300]
+        assert _round_trip_failures(tok, sentences) == ([], 0)
+    shared_a, shared_b = load_tokenizers(tmp_path / "spm_en.model")
+    assert shared_a is shared_b and isinstance(shared_a, SubwordTokenizer)
+
+
+def test_tokenizer_config_validation():
+    assert from_dict(TokenizerConfig, {"vocab_size": 4000, "shared": False}).vocab_size == 4000
+    with pytest.raises(ConfigError, match="vocab_size must be at least"):
+        from_dict(TokenizerConfig, {"vocab_size": 100})
+    with pytest.raises(ConfigError, match="model_type"):
+        from_dict(TokenizerConfig, {"model_type": "wordpiece"})
