@@ -192,4 +192,5 @@ def require_nonempty(split: str, pairs: list, where: str) -> None:
 def log_counts(split: str, counts: dict[str, int]) -> None:
     """Logs one line of cleaning counts for ``split``."""
     removed = ", ".join(f"{reason}={counts[reason]}" for reason in REASONS)
-    logger.info("%s: %d pairs in, %d kept; removed %s", split, counts["input"], counts["kept"], removed)
+    logger.info("%s: %d pairs in, %d kept; removed %s", split, counts["input"], counts["kept"],
+                removed)

@@ -227,7 +227,8 @@ class Corpus:
         for name in (f"{split}.{lang}", f"{split}.{lang}.xz"):
             if name in self.manifest["files"]:
                 return name
-        raise DataError(f"{self.directory / MANIFEST}: no file for split {split!r}, language {lang!r}")
+        raise DataError(f"{self.directory / MANIFEST}: no file for split {split!r}, "
+                        f"language {lang!r}")
 
     def path(self, split: str, lang: str) -> Path:
         """Path of the text file of ``split`` in language ``lang`` (may end in ``.xz``)."""
@@ -295,6 +296,6 @@ def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "
             reason = getattr(err, "reason", err)
             raise ConnectionError(
                 f"cannot {what}: {host} is unreachable ({reason}; tried {url} with a "
-                f"{timeout:g}s timeout). This step needs internet access; offline, use the bundled 'ddtp' source "
-                f"or a 'folder' of your own parallel files instead"
+                f"{timeout:g}s timeout). This step needs internet access; offline, use the "
+                f"bundled 'ddtp' source or a 'folder' of your own parallel files instead"
             ) from err

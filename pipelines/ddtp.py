@@ -39,7 +39,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +204,7 @@ def split_of(english: str, validation_fraction: float, test_fraction: float) -> 
 
 
 def find_translation_file(directory: str | Path, lang: str) -> Path:
-    """``directory/Translation-<lang>`` with any of the suffixes ``.xz``, ``.bz2``, ``.gz``, none."""
+    """``directory/Translation-<lang>``, with suffix ``.xz``, ``.bz2``, ``.gz`` or none."""
     directory = Path(directory)
     for suffix in COMPRESSED_SUFFIXES:
         path = directory / f"Translation-{lang}{suffix}"

@@ -305,3 +305,37 @@ def padding_report(corpus: Corpus, split: str, tokenizers, config: InputConfig) 
                 config.tokens_per_batch, config.max_length, bucketed["total"],
                 unbucketed["total"], fixed["total"])
     return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: log the padding report of one split, e.g. to choose bucket settings."""
+    import argparse
+
+    from pipelines.config import load_config
+    from pipelines.tokenization import load_tokenizers
+
+    parser = argparse.ArgumentParser(prog="python -m pipelines.input_pipeline",
+                                     description=main.__doc__)
+    parser.add_argument("corpus", type=Path, help="prepared corpus directory (manifest.json)")
+    parser.add_argument("models", type=Path, nargs="+",
+                        help="shared SentencePiece .model, or source and target models")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--config", type=Path, help="YAML file with InputConfig settings")
+    parser.add_argument("--section", default=None, help="top-level section of the YAML file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = load_config(InputConfig, args.config, section=args.section) if args.config \
+        else InputConfig()
+    models = args.models[0] if len(args.models) == 1 else tuple(args.models)
+    report = padding_report(Corpus.load(args.corpus), args.split, load_tokenizers(models), config)
+    for name, stats in report.items():
+        logger.info("%-12s padding %.3f (source %.3f, target %.3f) over %d batches, %d examples",
+                    name, stats["total"], stats["source"], stats["target"], stats["batches"],
+                    stats["examples"])
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

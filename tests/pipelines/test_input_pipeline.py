@@ -116,9 +116,9 @@ def test_shuffling_is_seeded_and_repeat_is_optional(ddtp_corpus, tokenizer, conf
     assert sum(1 for _ in repeated.take(3 * one_epoch)) == 3 * one_epoch
 
 
-def test_padding_fraction_bucketed_vs_fixed_length(ddtp_corpus, tokenizer):
+def test_padding_fraction_bucketed_vs_fixed_length(ddtp_corpus, tokenizer, config):
     """The paper's length bucketing wastes far less compute on padding than fixed lengths."""
-    config = InputConfig(tokens_per_batch=4096, max_length=256)
+    config = InputConfig(tokens_per_batch=4096, max_length=256, cache_dir=config.cache_dir)
     report = padding_report(ddtp_corpus, "train", tokenizer, config)
     bucketed, fixed, unbucketed = (report[k] for k in ("bucketed", "fixed_length", "unbucketed"))
     logger.info("padding fraction, en-de train, 4096 tokens/batch: bucketed %.3f (source %.3f, "
