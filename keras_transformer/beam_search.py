@@ -119,7 +119,8 @@ def beam_search(
     tf.debugging.assert_non_negative(alpha, message="length penalty alpha must be >= 0")
     max_lengths = tf.cast(max_lengths, tf.int32)
     batch = tf.shape(max_lengths)[0]
-    max_length = tf.reduce_max(max_lengths)
+    # At least 1: reduce_max of an empty batch is the lowest int32.
+    max_length = tf.maximum(tf.reduce_max(max_lengths), 1)
     width = max_length + 1
 
     alive_ids = tf.reshape(initial_ids(batch * k, max_length, bos_id, pad_id), tf.stack([batch, k, width]))

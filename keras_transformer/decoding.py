@@ -183,7 +183,8 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
     source_ids = tf.cast(source_ids, tf.int32)
     pad_id = model.config.pad_id
     max_lengths = max_output_lengths(source_ids, max_length_offset, pad_id, model_output_limit(model))
-    max_length = tf.reduce_max(max_lengths)
+    # At least 1: reduce_max of an empty batch is the lowest int32.
+    max_length = tf.maximum(tf.reduce_max(max_lengths), 1)
     encoder_outputs = model.encode(source_ids, training=False)
     padding_mask = model.padding_mask(source_ids)
     if not use_cache:
@@ -226,7 +227,8 @@ def greedy_search(
     """
     max_lengths = tf.cast(max_lengths, tf.int32)
     batch = tf.shape(max_lengths)[0]
-    max_length = tf.reduce_max(max_lengths)
+    # At least 1: reduce_max of an empty batch is the lowest int32.
+    max_length = tf.maximum(tf.reduce_max(max_lengths), 1)
     ids = initial_ids(batch, max_length, bos_id, pad_id)
     finished = tf.zeros([batch], tf.bool)
     lengths = tf.zeros([batch], tf.int32)

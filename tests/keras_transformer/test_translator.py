@@ -1,0 +1,77 @@
+"""Translator: raw strings in, strings out, with the paper's decoding defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+import keras_transformer as kt
+from keras_transformer.presets import DecodingSettings
+from keras_transformer.tokenizer import SubwordTokenizer
+from keras_transformer.translator import Translator
+
+SENTENCES = [
+    "Shows the current weather.",
+    "",
+    "A library for reading and writing PNG images, with tools.",
+    "Documentation",
+    "This package contains the development files.",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_model):
+    # A module-local instance: tf.random.set_seed in another test module resets TF's kernel
+    # cache and with it tensorflow_text's SentencePiece resources (tensorflow/text#570).
+    return SubwordTokenizer(tokenizer_model)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    model = kt.Transformer(
+        vocab_size=tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2, d_ff=64, dropout=0.0
+    )
+    model.build()
+    return model
+
+
+def test_translate_returns_one_string_per_sentence(model, tokenizer):
+    translator = Translator(model, tokenizer)
+    out = translator.translate(SENTENCES, beam_size=2, max_length_offset=4, batch_size=2)
+    assert isinstance(out, list) and len(out) == len(SENTENCES)
+    assert all(isinstance(t, str) for t in out)
+    assert translator.translate([]) == []
+
+
+def test_batching_and_sorting_do_not_change_results(model, tokenizer):
+    translator = Translator(model, tokenizer)
+    one_batch = translator.translate(SENTENCES, beam_size=2, max_length_offset=4, batch_size=len(SENTENCES))
+    single = [translator.translate([s], beam_size=2, max_length_offset=4)[0] for s in SENTENCES]
+    assert one_batch == single
+
+
+def test_beam_one_without_penalty_equals_greedy(model, tokenizer):
+    translator = Translator(model, tokenizer)
+    beam = translator.translate(SENTENCES, beam_size=1, alpha=0.0, max_length_offset=6)
+    greedy = translator.translate(SENTENCES, greedy=True, max_length_offset=6)
+    assert beam == greedy
+
+
+def test_defaults_come_from_decoding_settings(model, tokenizer):
+    settings = DecodingSettings(beam_size=3, length_penalty=1.0, max_length_offset=3)
+    translator = Translator(model, tokenizer, decoding=settings)
+    explicit = translator.translate(SENTENCES, beam_size=3, alpha=1.0, max_length_offset=3)
+    assert translator.translate(SENTENCES) == explicit
+    assert Translator(model, tokenizer).decoding == DecodingSettings()  # the paper's 4 / 0.6 / +50
+
+
+def test_rejects_bad_arguments(model, tokenizer):
+    translator = Translator(model, tokenizer)
+    with pytest.raises(TypeError):
+        translator.translate("a single string")
+    with pytest.raises(ValueError, match="beam_size"):
+        translator.translate(["x"], beam_size=0)
+    with pytest.raises(ValueError, match="alpha"):
+        translator.translate(["x"], alpha=-1.0)
+    small = kt.Transformer(vocab_size=100, num_layers=1, d_model=16, num_heads=2, d_ff=16)
+    with pytest.raises(ValueError, match="vocabulary"):
+        Translator(small, tokenizer)
