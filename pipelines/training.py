@@ -116,8 +116,9 @@ class TrainConfig:
     Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` default to the
     preset; ``learning_rate_scale`` multiplies the schedule of equation (3).
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
-    tokens per optimizer step, reached by accumulating batches: a step ends at the batch that
-    brings the global (all replicas) count closest to the budget. ``accumulation_batches``
+    tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
+    global (all replicas) count is within half an average batch of the budget, so a step holds
+    the budget to about half a batch either way (a single batch when it holds half of it). ``accumulation_batches``
     instead fixes the number of batches per replica and step.
 
     Checkpoints: every ``checkpoint_every_steps`` steps and/or ``checkpoint_every_minutes``
@@ -329,7 +330,8 @@ class _Trainer:
     """One training run: builds everything in the strategy's scope and runs the loop."""
 
     def __init__(self, config, train_data, vocab_size, validation_data, vocabulary, strategy,
-                 on_step):
+                 on_step, model_fn):
+        self.model_fn = model_fn
         self.config = config
         self.plan = config.resolved()
         self.train_data = train_data
@@ -359,8 +361,11 @@ class _Trainer:
         policy = None if config.mixed_precision == "none" else config.mixed_precision
         keras.utils.set_random_seed(config.seed)
         with self.strategy.scope():
-            kwargs = {} if policy is None else {"dtype": policy}
-            self.model = Transformer(**self.model_config.to_dict(), **kwargs)
+            if self.model_fn is not None:
+                self.model = self.model_fn(self.model_config, policy)
+            else:
+                kwargs = {} if policy is None else {"dtype": policy}
+                self.model = Transformer(**self.model_config.to_dict(), **kwargs)
             self.model.training_recipe = get_preset(config.preset).training
             self.model.build()
             self.optimizer = transformer_adam(
@@ -497,31 +502,25 @@ class _Trainer:
             forward_backward = tf.function(forward_backward, jit_compile=True,
                                            reduce_retracing=True)
 
-        def replica_accumulate(batch, first):
+        def replica_accumulate(batch):
             (source, target_in), target_out = batch
             loss_sum, tokens, correct, finite, grads = forward_backward(
                 source, target_in, target_out, loss_scale.read_value())
             for accumulator, grad in zip(accumulators, grads):
-                # The first batch of a step overwrites: no separate zeroing pass.
-                if first:
-                    accumulator.assign(grad)
-                else:
-                    accumulator.assign_add(grad)
+                accumulator.assign_add(grad)
             sentences = tf.cast(tf.shape(target_out)[0], tf.float32)
             nonfinite = 1.0 - tf.cast(finite, tf.float32)
             return tf.stack([loss_sum, tokens, correct, nonfinite, sentences])
 
-        def accumulate(first):
-            def step(batch):
-                per_replica = strategy.run(replica_accumulate, args=(batch, first))
-                # A cross-replica (and cross-worker) sum: every worker sees the same totals
-                # and so takes the same decisions (end of step, divergence, loss scale).
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-            return tf.function(step, input_signature=[element_spec])
-
         # input_signature with the dataset's None dimensions: one trace for every batch shape.
-        self.accumulate_first = accumulate(True)
-        self.accumulate_more = accumulate(False)
+        @tf.function(input_signature=[element_spec])
+        def accumulate(batch):
+            per_replica = strategy.run(replica_accumulate, args=(batch,))
+            # A cross-replica (and cross-worker) sum: every worker sees the same totals and so
+            # takes the same decisions (end of step, divergence, loss scale).
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        self.accumulate = accumulate
 
         def replica_apply(global_tokens):
             factor = norm / (global_tokens * loss_scale.read_value())
@@ -529,12 +528,21 @@ class _Trainer:
             # Keras' optimizer sums the replicas' gradients before the update, so the global
             # loss is sum(per-token losses) / global_tokens exactly.
             self.optimizer.apply(grads, trainable)
+            replica_reset()
+
+        def replica_reset():
+            for accumulator in accumulators:
+                accumulator.assign(tf.zeros_like(accumulator))
 
         @tf.function(input_signature=[tf.TensorSpec((), tf.float32)])
         def apply(global_tokens):
             strategy.run(replica_apply, args=(global_tokens,))
 
-        self.apply = apply
+        @tf.function
+        def reset():
+            strategy.run(replica_reset)
+
+        self.apply, self.reset = apply, reset
 
         @tf.function
         def weights_finite():
@@ -550,8 +558,8 @@ class _Trainer:
             return batches >= self.config.accumulation_batches
         if tokens <= 0:
             return False
-        # Closest to the budget: stop unless one more batch of the average size would bring
-        # the count nearer to tokens_per_step.
+        # Stop unless one more batch of this step's average size would bring the count nearer
+        # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
         return tokens >= self.plan["tokens_per_step"] - 0.5 * tokens / batches
 
     def agree(self, flag: bool) -> bool:
@@ -608,9 +616,7 @@ class _Trainer:
                 totals = np.zeros(5, dtype=np.float64)
                 batches = 0
                 while True:
-                    batch = next(iterator)
-                    fn = self.accumulate_first if batches == 0 else self.accumulate_more
-                    totals += fn(batch).numpy()
+                    totals += self.accumulate(next(iterator)).numpy()
                     batches += 1
                     if self.step_complete(batches, totals[1]):
                         break
@@ -629,7 +635,10 @@ class _Trainer:
                         raise TrainingDivergedError(next_step, "a gradient is NaN or infinite",
                                                     self._latest())
                     self._shrink_loss_scale(next_step)
+                    self.reset()
                     continue
+                # The rate this update uses: the schedule at the iterations done so far.
+                learning_rate = float(self.optimizer.learning_rate.numpy())
                 self.apply(tf.constant(tokens, tf.float32))
                 step = next_step
                 self.step_var.assign(step)
@@ -641,7 +650,7 @@ class _Trainer:
                     "step": step,
                     "loss": loss,
                     "token_accuracy": correct / tokens,
-                    "learning_rate": float(self.optimizer.learning_rate.numpy()),
+                    "learning_rate": learning_rate,
                     "tokens": int(tokens),
                     "sentences": int(sentences),
                     "batches": batches,
@@ -765,6 +774,7 @@ def train(
     vocabulary: dict[str, Any] | None = None,
     strategy: tf.distribute.Strategy | None = None,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    model_fn: Callable[[TransformerConfig, str | None], Transformer] | None = None,
 ) -> TrainResult:
     """Trains (or resumes training of) a Transformer with the paper's recipe.
 
@@ -786,13 +796,16 @@ def train(
         on_step: called on the chief after every step with ``(step, metrics)``: ``loss``,
             ``token_accuracy``, ``learning_rate``, ``tokens``, ``sentences``, ``batches``,
             ``step_seconds``, ``tokens_per_second`` (and ``val_*`` after a validation).
+        model_fn: builds the model inside the strategy's scope from the resolved
+            ``TransformerConfig`` and the dtype policy (``None`` or ``"mixed_..."``); default
+            ``Transformer(**config.to_dict(), dtype=policy)``.
 
     Raises:
         TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
         ConfigError: the checkpoint directory belongs to another model.
     """
     return _Trainer(config, train_data, vocab_size, validation_data, vocabulary, strategy,
-                    on_step).run()
+                    on_step, model_fn).run()
 
 
 # --------------------------------------------------------------------------- CLI
