@@ -275,8 +275,15 @@ _COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 SOURCE_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
 
+def ensure_built(model) -> None:
+    """Builds ``model``'s weights eagerly: they must not be created inside a traced function."""
+    if not model.built:
+        model.build()
+
+
 def compiled(model, key, factory):
     """``factory()``'s result, built once per ``model`` and ``key`` (a hashable settings tuple)."""
+    ensure_built(model)
     per_model = _COMPILED.setdefault(model, {})
     if key not in per_model:
         per_model[key] = factory()

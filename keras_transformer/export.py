@@ -21,6 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search_decode
+from keras_transformer.decoding import ensure_built
 from keras_transformer.presets import DecodingSettings
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class TranslatorModule(tf.Module):
         name: str = "translator",
     ):
         super().__init__(name=name)
+        ensure_built(model)
         self.model = model
         self.source_tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer if target_tokenizer is not None else tokenizer

@@ -1,0 +1,379 @@
+"""Evaluation stage: translate a test split and score it with sacreBLEU (section 6.1, Table 2).
+
+Three numbers, clearly separated in ``scores.json``:
+
+* ``bleu``: detokenized corpus BLEU by sacreBLEU (its default 13a tokenization, mixed case), the
+  comparable standard today, with its signature string;
+* ``chrf``: sacreBLEU chrF2 on the same detokenized text, with its signature;
+* ``tokenized_bleu_compound_split``: the variant the paper reported. Its 28.4 En-De BLEU came from
+  tensor2tensor's ``get_ende_bleu.sh``: Moses ``replace-unicode-punctuation.perl`` and
+  ``tokenizer.perl -l de``, then every hyphenated compound split as ``a ##AT##-##AT## b``, then
+  ``multi-bleu.perl`` on the tokenized text. Here: the same punctuation replacements
+  (:data:`UNICODE_PUNCTUATION`), sacreBLEU's 13a tokenizer in place of Moses' tokenizer.perl
+  (both split punctuation off words and keep hyphenated words whole; 13a does not split
+  apostrophes or escape ``&<>'"`` as HTML entities, which Moses does), the identical compound
+  split regex, and sacreBLEU with ``--tokenize none`` in place of multi-bleu.perl (the same BLEU
+  on pre-tokenized text). Both sides, hypothesis and reference, are processed alike, since the
+  reference is not pre-tokenized here. Numbers of this variant are not comparable to
+  detokenized BLEU (it is usually higher).
+
+Every score is computed from the files written to the output directory, read the way the
+``sacrebleu`` command line reads them, and ``scores.json`` records the exact command that
+reproduces each number from those files (run it in the output directory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+from pipelines.corpus import Corpus, atomic_write_bytes
+
+logger = logging.getLogger(__name__)
+
+SOURCES_FILE = "sources.txt"
+HYPOTHESES_FILE = "hypotheses.txt"
+REFERENCES_FILE = "references.txt"
+TOKENIZED_HYPOTHESES_FILE = "hypotheses.tok.atat.txt"
+TOKENIZED_REFERENCES_FILE = "references.tok.atat.txt"
+SCORES_FILE = "scores.json"
+
+BLEU_LABEL = "detokenized BLEU (sacreBLEU)"
+CHRF_LABEL = "chrF2 (sacreBLEU)"
+TOKENIZED_BLEU_LABEL = (
+    "tokenized BLEU with compound splitting (t2t get_ende_bleu.sh style: unicode punctuation "
+    "replaced, 13a-tokenized, a-b -> a ##AT##-##AT## b); the paper's metric, not comparable "
+    "to detokenized BLEU"
+)
+
+#: Moses ``replace-unicode-punctuation.perl`` substitutions, in its order.
+UNICODE_PUNCTUATION: tuple[tuple[str, str], ...] = (
+    ("，", ","),
+    (r"。 *", ". "),
+    ("、", ","),
+    ("”", '"'),
+    ("“", '"'),
+    ("∶", ":"),
+    ("：", ":"),
+    ("？", "?"),
+    ("《", '"'),
+    ("》", '"'),
+    ("）", ")"),
+    ("！", "!"),
+    ("（", "("),
+    ("；", ";"),
+    ("１", "1"),
+    ("」", '"'),
+    ("「", '"'),
+    ("０", "0"),
+    ("３", "3"),
+    ("２", "2"),
+    ("５", "5"),
+    ("６", "6"),
+    ("９", "9"),
+    ("７", "7"),
+    ("８", "8"),
+    ("４", "4"),
+    (r"． *", ". "),
+    ("～", "~"),
+    ("’", "'"),
+    ("…", "..."),
+    ("━", "-"),
+    ("〈", "<"),
+    ("〉", ">"),
+    ("【", "["),
+    ("】", "]"),
+    ("％", "%"),
+)
+_PUNCTUATION_PATTERNS = tuple((re.compile(p), r) for p, r in UNICODE_PUNCTUATION)
+#: get_ende_bleu.sh: ``perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'``.
+_COMPOUND = re.compile(r"(\S)-(\S)")
+_TOKENIZER_13A = Tokenizer13a()
+
+
+@dataclass
+class EvalConfig:
+    """Settings of the evaluation stage.
+
+    ``beam_size``, ``alpha`` and ``max_length_offset`` left ``None`` use the translator's
+    defaults (the paper's 4, 0.6 and +50, section 6.1). ``max_sentences`` evaluates only the
+    first sentences of the split (quick checks). ``width`` is the number of decimals passed to
+    the ``sacrebleu`` command line (``-w``) in the recorded commands.
+    """
+
+    split: str = "test"
+    beam_size: int | None = None
+    alpha: float | None = None
+    max_length_offset: int | None = None
+    batch_size: int = 32
+    max_sentences: int | None = None
+    width: int = 4
+
+    def __post_init__(self) -> None:
+        if self.beam_size is not None and self.beam_size < 1:
+            raise ValueError(f"beam_size must be positive, got {self.beam_size}")
+        if self.alpha is not None and self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if self.max_sentences is not None and self.max_sentences < 1:
+            raise ValueError(f"max_sentences must be positive, got {self.max_sentences}")
+
+
+@dataclass
+class EvalResult:
+    """Scores of one evaluation and where its files are (``scores`` is ``scores.json``)."""
+
+    output_dir: Path
+    num_sentences: int
+    bleu: float
+    chrf: float
+    tokenized_bleu: float
+    scores: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scores_path(self) -> Path:
+        return self.output_dir / SCORES_FILE
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for a metrics logger."""
+        return {"bleu": self.bleu, "chrf": self.chrf, "tokenized_bleu_compound_split": self.tokenized_bleu}
+
+
+# ---------------------------------------------------------------------------- text handling
+
+
+def clean_line(text: str) -> str:
+    """A translation as one file line: no line breaks, no trailing whitespace.
+
+    The ``sacrebleu`` command line splits files on ``\\n`` only and strips trailing whitespace
+    of every line; scoring the same strings keeps the API and the command line identical.
+    """
+    return text.replace("\r", " ").replace("\n", " ").rstrip()
+
+
+def read_lines_like_sacrebleu(path: str | Path) -> list[str]:
+    """Lines of ``path`` exactly as the ``sacrebleu`` command line reads them."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line.rstrip() for line in f]
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode("utf-8"))
+
+
+def replace_unicode_punctuation(text: str) -> str:
+    """Moses ``replace-unicode-punctuation.perl`` (see :data:`UNICODE_PUNCTUATION`)."""
+    for pattern, replacement in _PUNCTUATION_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def split_compounds(tokenized: str) -> str:
+    """``rich-text`` -> ``rich ##AT##-##AT## text``, as get_ende_bleu.sh's perl one-liner.
+
+    Non-overlapping, left to right, like perl's ``s///g``: ``a-b-c`` -> ``a ##AT##-##AT## b-c``.
+    """
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenized)
+
+
+def paper_tokenize(text: str) -> str:
+    """Tokenization of the paper's BLEU: punctuation normalised, 13a-tokenized, compounds split."""
+    return split_compounds(_TOKENIZER_13A(replace_unicode_punctuation(text)))
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def _command(metric: str, references: str, hypotheses: str, width: int, *extra: str) -> str:
+    return shlex.join(["sacrebleu", references, "-i", hypotheses, "-m", metric, "-w", str(width), *extra])
+
+
+def score_files(output_dir: str | Path, width: int = 4) -> dict[str, Any]:
+    """Scores the hypothesis/reference files in ``output_dir`` (as written by :func:`evaluate`).
+
+    Returns the ``scores.json`` content: per metric the score, sacreBLEU's signature, a label
+    and the command line reproducing the score from the files.
+    """
+    output_dir = Path(output_dir)
+    hypotheses = read_lines_like_sacrebleu(output_dir / HYPOTHESES_FILE)
+    references = read_lines_like_sacrebleu(output_dir / REFERENCES_FILE)
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{output_dir}: {len(hypotheses)} hypotheses but {len(references)} references"
+        )
+    bleu = BLEU()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf = CHRF()
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    tok_hypotheses = read_lines_like_sacrebleu(output_dir / TOKENIZED_HYPOTHESES_FILE)
+    tok_references = read_lines_like_sacrebleu(output_dir / TOKENIZED_REFERENCES_FILE)
+    tok_bleu = BLEU(tokenize="none")
+    tok_score = tok_bleu.corpus_score(tok_hypotheses, [tok_references])
+    return {
+        "bleu": {
+            "label": BLEU_LABEL,
+            "score": bleu_score.score,
+            "signature": str(bleu.get_signature()),
+            "verbose": str(bleu_score),
+            "command": _command("bleu", REFERENCES_FILE, HYPOTHESES_FILE, width),
+        },
+        "chrf": {
+            "label": CHRF_LABEL,
+            "score": chrf_score.score,
+            "signature": str(chrf.get_signature()),
+            "command": _command("chrf", REFERENCES_FILE, HYPOTHESES_FILE, width),
+        },
+        "tokenized_bleu_compound_split": {
+            "label": TOKENIZED_BLEU_LABEL,
+            "score": tok_score.score,
+            "signature": str(tok_bleu.get_signature()),
+            "verbose": str(tok_score),
+            "command": _command(
+                "bleu", TOKENIZED_REFERENCES_FILE, TOKENIZED_HYPOTHESES_FILE, width, "--tokenize", "none"
+            ),
+            "preprocessing": "Moses replace-unicode-punctuation, sacreBLEU 13a tokenizer, "
+            "s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g",
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _make_translator(translator, tokenizer):
+    if hasattr(translator, "translate"):
+        return translator
+    if tokenizer is None:
+        raise TypeError("evaluate() got a model without a tokenizer; pass tokenizer=... or a Translator")
+    from keras_transformer.translator import Translator
+
+    return Translator(translator, tokenizer)
+
+
+def _decoding_kwargs(translator, config: EvalConfig) -> dict[str, Any]:
+    kwargs = {
+        k: v
+        for k, v in (
+            ("beam_size", config.beam_size),
+            ("alpha", config.alpha),
+            ("max_length_offset", config.max_length_offset),
+        )
+        if v is not None
+    }
+    fixed = getattr(translator, "settings", None)
+    if kwargs and isinstance(fixed, dict):
+        # An exported translator has its decoding settings compiled in.
+        if any(fixed.get(k) != v for k, v in kwargs.items()):
+            raise ValueError(f"the exported translator was built with {fixed}; cannot decode with {kwargs}")
+        return {"batch_size": config.batch_size}
+    return {**kwargs, "batch_size": config.batch_size}
+
+
+def _decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The decoding settings actually used, for scores.json."""
+    settings = getattr(translator, "settings", None)
+    if isinstance(settings, dict):  # an exported translator
+        return {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
+    record: dict[str, Any] = {}
+    decoding = getattr(translator, "decoding", None)
+    if decoding is not None:
+        record = {
+            "beam_size": decoding.beam_size,
+            "alpha": decoding.length_penalty,
+            "max_length_offset": decoding.max_length_offset,
+        }
+    record.update({k: v for k, v in kwargs.items() if k != "batch_size"})
+    return record
+
+
+def evaluate(
+    translator,
+    corpus: Corpus,
+    split: str | None = None,
+    config: EvalConfig | None = None,
+    output_dir: str | Path = "evaluation",
+    tokenizer=None,
+) -> EvalResult:
+    """Translates ``split`` of ``corpus``, writes the files and scores, returns the result.
+
+    Args:
+        translator: a ``Translator``, a loaded export (``keras_transformer.export.load_exported``)
+            or a ``Transformer`` together with ``tokenizer``.
+        corpus: the prepared corpus; source and target languages are its own.
+        split: overrides ``config.split``.
+        output_dir: receives ``sources.txt``, ``hypotheses.txt``, ``references.txt``, the
+            tokenized ``*.tok.atat.txt`` files of the paper-style BLEU and ``scores.json``.
+    """
+    config = config or EvalConfig()
+    split = split or config.split
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    translator = _make_translator(translator, tokenizer)
+
+    pairs = list(corpus.pairs(split))
+    if config.max_sentences is not None:
+        pairs = pairs[: config.max_sentences]
+    if not pairs:
+        raise ValueError(f"split {split!r} of {corpus.directory} has no sentences")
+    sources = [clean_line(s) for s, _ in pairs]
+    references = [clean_line(t) for _, t in pairs]
+    logger.info("evaluating on %d %s sentences of %s", len(pairs), split, corpus.language_pair)
+    decode_kwargs = _decoding_kwargs(translator, config)
+    hypotheses = [clean_line(h) for h in translator.translate(sources, **decode_kwargs)]
+    if len(hypotheses) != len(sources):
+        raise RuntimeError(f"translator returned {len(hypotheses)} translations for {len(sources)} sentences")
+
+    write_lines(output_dir / SOURCES_FILE, sources)
+    write_lines(output_dir / REFERENCES_FILE, references)
+    write_lines(output_dir / HYPOTHESES_FILE, hypotheses)
+    write_lines(output_dir / TOKENIZED_HYPOTHESES_FILE, [clean_line(paper_tokenize(h)) for h in hypotheses])
+    write_lines(output_dir / TOKENIZED_REFERENCES_FILE, [clean_line(paper_tokenize(r)) for r in references])
+
+    scores = score_files(output_dir, config.width)
+    scores["evaluation"] = {
+        "split": split,
+        "language_pair": corpus.language_pair,
+        "num_sentences": len(pairs),
+        "corpus_fingerprint": corpus.fingerprint(split),
+        "config": dataclasses.asdict(config),
+        "decoding": _decoding_record(translator, decode_kwargs),
+        "files": {
+            "sources": SOURCES_FILE,
+            "hypotheses": HYPOTHESES_FILE,
+            "references": REFERENCES_FILE,
+            "tokenized_hypotheses": TOKENIZED_HYPOTHESES_FILE,
+            "tokenized_references": TOKENIZED_REFERENCES_FILE,
+        },
+    }
+    atomic_write_bytes(
+        output_dir / SCORES_FILE,
+        (json.dumps(scores, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+    )
+    result = EvalResult(
+        output_dir=output_dir,
+        num_sentences=len(pairs),
+        bleu=scores["bleu"]["score"],
+        chrf=scores["chrf"]["score"],
+        tokenized_bleu=scores["tokenized_bleu_compound_split"]["score"],
+        scores=scores,
+    )
+    logger.info(
+        "%s %.2f | %s %.2f | tokenized BLEU (compound split) %.2f  [%s]",
+        BLEU_LABEL,
+        result.bleu,
+        CHRF_LABEL,
+        result.chrf,
+        result.tokenized_bleu,
+        scores["bleu"]["signature"],
+    )
+    return result

@@ -1,0 +1,135 @@
+"""Evaluation: the reported scores equal the sacrebleu command line's on the written files."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import load_config
+from pipelines.evaluation import (
+    HYPOTHESES_FILE,
+    REFERENCES_FILE,
+    SCORES_FILE,
+    SOURCES_FILE,
+    TOKENIZED_HYPOTHESES_FILE,
+    EvalConfig,
+    evaluate,
+    paper_tokenize,
+    read_lines_like_sacrebleu,
+    replace_unicode_punctuation,
+    split_compounds,
+)
+
+SACREBLEU = str(Path(sys.executable).with_name("sacrebleu"))
+METRICS = ("bleu", "chrf", "tokenized_bleu_compound_split")
+
+
+class ImperfectTranslator:
+    """Returns the reference with every fourth word dropped and some noise: a BLEU well
+    between 0 and 100, with hyphens, quotes and trailing spaces to exercise the file handling."""
+
+    def __init__(self, pairs):
+        self.references = dict(pairs)
+        self.calls = []
+
+    def translate(self, sentences, **kwargs):
+        self.calls.append(kwargs)
+        out = []
+        for i, source in enumerate(sentences):
+            words = self.references[source].split()
+            kept = [w for j, w in enumerate(words) if j % 4 != 3]
+            if i % 5 == 0:
+                kept.append("„Extra-Wort“ ")  # unicode quotes, a compound and a trailing space
+            if i % 7 == 0:
+                kept = kept[:1] + ["line\nbreak"] + kept[1:]
+            out.append(" ".join(kept))
+        return out
+
+
+@pytest.fixture(scope="module")
+def evaluated(ddtp_corpus, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("eval")
+    pairs = list(ddtp_corpus.pairs("test"))[:300]
+    translator = ImperfectTranslator(pairs)
+    config = EvalConfig(max_sentences=300, beam_size=2, alpha=0.6)
+    result = evaluate(translator, ddtp_corpus, "test", config, output_dir)
+    return result, translator, output_dir
+
+
+def run_cli(command: str, cwd: Path) -> dict:
+    argv = shlex.split(command)
+    assert argv[0] == "sacrebleu"
+    completed = subprocess.run(
+        [SACREBLEU, *argv[1:]], cwd=cwd, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(completed.stdout)
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_reported_scores_equal_sacrebleu_cli(evaluated, metric):
+    result, _, output_dir = evaluated
+    recorded = json.loads((output_dir / SCORES_FILE).read_text("utf-8"))[metric]
+    cli = run_cli(recorded["command"], output_dir)
+    width = 4
+    assert cli["score"] == round(recorded["score"], width), (metric, cli, recorded)
+    assert cli["signature"] == recorded["signature"]
+    assert 5.0 < recorded["score"] < 95.0  # a real, non-degenerate number
+
+
+def test_result_and_files(evaluated, ddtp_corpus):
+    result, translator, output_dir = evaluated
+    assert result.num_sentences == 300
+    for name in (SOURCES_FILE, HYPOTHESES_FILE, REFERENCES_FILE, TOKENIZED_HYPOTHESES_FILE):
+        assert len(read_lines_like_sacrebleu(output_dir / name)) == 300
+    references = read_lines_like_sacrebleu(output_dir / REFERENCES_FILE)
+    assert references == [t for _, t in list(ddtp_corpus.pairs("test"))[:300]]
+    scores = json.loads(result.scores_path.read_text("utf-8"))
+    assert scores["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert "tok:none" in scores["tokenized_bleu_compound_split"]["signature"]
+    assert "compound splitting" in scores["tokenized_bleu_compound_split"]["label"]
+    assert scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6}
+    assert translator.calls == [{"beam_size": 2, "alpha": 0.6, "batch_size": 32}]
+    assert result.metrics()["bleu"] == scores["bleu"]["score"]
+    # The two BLEU variants are different numbers on the same output.
+    assert result.tokenized_bleu != pytest.approx(result.bleu)
+
+
+def test_paper_tokenization():
+    assert split_compounds("rich-text format") == "rich ##AT##-##AT## text format"
+    # perl s///g is non-overlapping, left to right
+    assert split_compounds("a-b-c") == "a ##AT##-##AT## b-c"
+    assert split_compounds("- a -") == "- a -"
+    assert replace_unicode_punctuation("“Hallo”… ’s") == '"Hallo"... \'s'
+    # 13a splits ASCII punctuation off words (“ became " first) but keeps hyphenated words
+    # whole; only then are compounds split, as after Moses' tokenizer.perl.
+    assert paper_tokenize("Das „Open-Source“-Programm, sagt er.") == (
+        'Das „Open ##AT##-##AT## Source " -Programm , sagt er .'
+    )
+
+
+def test_eval_config_from_yaml(tmp_path):
+    path = tmp_path / "eval.yaml"
+    path.write_text("evaluation:\n  split: validation\n  beam_size: 4\n  alpha: 0.6\n  max_sentences: 10\n")
+    config = load_config(EvalConfig, path, section="evaluation")
+    assert config == EvalConfig(split="validation", beam_size=4, alpha=0.6, max_sentences=10)
+    with pytest.raises(ValueError):
+        EvalConfig(beam_size=0)
+
+
+def test_evaluate_with_a_real_translator(ddtp_corpus, tokenizer_model, tmp_path):
+    """End to end with a (random, tiny) Transformer and the SentencePiece tokenizer."""
+    import keras_transformer as kt
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    tokenizer = SubwordTokenizer(tokenizer_model)
+    model = kt.Transformer(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32)
+    config = EvalConfig(split="validation", max_sentences=4, beam_size=2, max_length_offset=3)
+    result = evaluate(model, ddtp_corpus, config=config, output_dir=tmp_path, tokenizer=tokenizer)
+    assert result.num_sentences == 4
+    assert len(read_lines_like_sacrebleu(tmp_path / HYPOTHESES_FILE)) == 4
+    assert result.scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 3}
