@@ -1,0 +1,110 @@
+"""``translate``: translate sentences from the command line or stdin.
+
+Usage::
+
+    translate --model model.keras --tokenizer spm_shared.model "A sentence." "Another one."
+    translate --model exported_dir/ < sentences.txt > translations.txt
+    echo "Hello." | translate --model model.keras --tokenizer spm.model --beam-size 1 --alpha 0
+
+``--model`` is a saved ``.keras`` Transformer (needs ``--tokenizer``) or a directory written by
+``keras_transformer.export.export_translator`` (tokenizer and decoding settings inside). Without
+sentence arguments (or with ``-``) sentences are read from stdin, one per line. Translations go
+to stdout, one per line in input order; logs go to stderr. Decoding defaults are the paper's
+(section 6.1): beam 4, alpha 0.6, maximum length input + 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+logger = logging.getLogger("translate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="translate",
+        description="Translate sentences with a trained Transformer (arguments or stdin, one per line).",
+    )
+    parser.add_argument("sentences", nargs="*", help="sentences to translate; none or '-' reads stdin")
+    parser.add_argument("--model", required=True, help="a .keras model file or an exported SavedModel directory")
+    parser.add_argument("--tokenizer", help="SentencePiece .model file (source side; both sides if shared)")
+    parser.add_argument("--target-tokenizer", help="target SentencePiece .model for separate vocabularies")
+    parser.add_argument("--beam-size", type=int, help="beam size (default 4; fixed in an export)")
+    parser.add_argument("--alpha", type=float, help="length penalty alpha (default 0.6; fixed in an export)")
+    parser.add_argument("--max-length-offset", type=int, help="max output length = input length + this (default 50)")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log progress to stderr")
+    return parser
+
+
+def read_sentences(args_sentences: list[str], stdin) -> list[str]:
+    """The argument sentences, or stdin's lines (without line terminators) for none or ``-``."""
+    if args_sentences and args_sentences != ["-"]:
+        return list(args_sentences)
+    return [line.rstrip("\r\n") for line in stdin]
+
+
+def load_translator(args, parser: argparse.ArgumentParser):
+    from keras_transformer.export import is_exported_translator, load_exported
+
+    model_path = Path(args.model)
+    if model_path.is_dir():
+        if not is_exported_translator(model_path):
+            parser.error(f"{model_path} is a directory but not an exported translator")
+        if args.greedy or args.tokenizer or args.target_tokenizer:
+            parser.error("an exported translator has its tokenizer and beam search built in; "
+                         "--tokenizer/--target-tokenizer/--greedy do not apply")
+        translator = load_exported(model_path)
+        requested = {"beam_size": args.beam_size, "alpha": args.alpha,
+                     "max_length_offset": args.max_length_offset}
+        for key, value in requested.items():
+            if value is not None and translator.settings.get(key) != value:
+                parser.error(f"the export was built with {key}={translator.settings.get(key)}; "
+                             f"cannot decode with {value}")
+        return translator, {}
+    if not model_path.is_file():
+        parser.error(f"model {model_path} does not exist")
+    if not args.tokenizer:
+        parser.error("--tokenizer is required with a .keras model")
+    from keras_transformer.translator import Translator
+
+    translator = Translator.from_files(model_path, args.tokenizer, args.target_tokenizer)
+    options = {"beam_size": args.beam_size, "alpha": args.alpha,
+               "max_length_offset": args.max_length_offset, "greedy": args.greedy}
+    return translator, {k: v for k, v in options.items() if v is not None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error("--batch-size must be positive")
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error("--beam-size must be positive")
+    if args.alpha is not None and args.alpha < 0:
+        parser.error("--alpha must be >= 0")
+    # TensorFlow's C++ start-up messages would drown the translations' stderr logs.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+    sentences = read_sentences(args.sentences, sys.stdin)
+    translator, options = load_translator(args, parser)
+    if not sentences:
+        return 0
+    translations = translator.translate(sentences, batch_size=args.batch_size, **options)
+    out = sys.stdout
+    for translation in translations:
+        # One line per input line: a translation never contains a line break.
+        out.write(translation.replace("\n", " ") + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
