@@ -33,6 +33,7 @@ the core reorders the self-attention cache by the surviving beams' origins at ev
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -245,6 +246,8 @@ def compiled_beam_search(model, beam_size: int):
     does not retrace.
     """
 
+    model_ref = weakref.ref(model)  # see decoding.compiled: the cache must not keep models alive
+
     def factory():
         @tf.function(
             input_signature=[
@@ -255,7 +258,7 @@ def compiled_beam_search(model, beam_size: int):
             reduce_retracing=True,
         )
         def decode(source_ids, alpha, max_length_offset):
-            return beam_search_decode(model, source_ids, beam_size, alpha, max_length_offset)
+            return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset)
 
         return decode
 

@@ -269,7 +269,8 @@ def greedy_decode(model, source_ids, max_length_offset=50, use_cache: bool = Tru
 # ------------------------------------------------------------------ compiled entry points
 
 # One compiled function per (model, settings): tracing a decoding loop takes seconds, so it is
-# done once per model, not once per call. Weak keys let models be garbage collected.
+# done once per model, not once per call. Weak keys let models be garbage collected; the
+# functions reach their model through a weak reference too, or they would keep it alive.
 _COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 SOURCE_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
@@ -293,10 +294,12 @@ def compiled(model, key, factory):
 def compiled_greedy_decode(model, use_cache: bool = True):
     """A ``tf.function(source_ids, max_length_offset) -> GreedyOutput`` for ``model``."""
 
+    model_ref = weakref.ref(model)
+
     def factory():
         @tf.function(input_signature=[SOURCE_SPEC, tf.TensorSpec([], tf.int32)], reduce_retracing=True)
         def decode(source_ids, max_length_offset):
-            return greedy_decode(model, source_ids, max_length_offset, use_cache=use_cache)
+            return greedy_decode(model_ref(), source_ids, max_length_offset, use_cache=use_cache)
 
         return decode
 
