@@ -48,7 +48,9 @@ class ScaledEmbedding(keras.layers.Layer):
         return ops.matmul(hidden, ops.transpose(table))
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape) + (self.d_model,)
+        # Built without a shape (the vocabulary is shared by inputs of any length).
+        input_shape = (None, None) if input_shape is None else tuple(input_shape)
+        return input_shape + (self.d_model,)
 
     def get_config(self):
         config = super().get_config()
