@@ -135,7 +135,6 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
         raise DistributionError(f"unknown strategy {kind!r}; use one of {STRATEGY_KINDS}")
     if kind == "auto":
         kind = "multi_worker" if has_cluster() else "mirrored"
-    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if kind == "multi_worker":
         if devices:
             raise DistributionError(
@@ -149,7 +148,17 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
                 "could not create MultiWorkerMirroredStrategy; it must be created before "
                 f"TensorFlow runs any operation in this process ({err})"
             ) from err
-    elif kind == "one_device":
+    else:
+        # Listing devices initialises TensorFlow's context: only after the multi-worker branch,
+        # which must configure collective ops first.
+        strategy = _local_strategy(kind, devices)
+    logger.info("strategy: %s", describe_strategy(strategy))
+    return strategy
+
+
+def _local_strategy(kind: str, devices: list[str] | None) -> tf.distribute.Strategy:
+    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if kind == "one_device":
         if devices and len(devices) != 1:
             raise DistributionError(f"one_device takes exactly one device, got {devices}")
         device = devices[0] if devices else (gpus[0] if gpus else "/cpu:0")
@@ -159,15 +168,23 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
         # explicit and independent of logical CPU splits the user did not ask to mirror over.
         devices = list(devices) if devices else (gpus or ["/cpu:0"])
         strategy = tf.distribute.MirroredStrategy(devices)
-    logger.info("strategy: %s", describe_strategy(strategy))
     return strategy
 
 
 def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     """A small JSON-able description (kind, replicas, workers, task) for logs and run params."""
-    info = cluster_info() if is_multi_worker(strategy) else ClusterInfo(None, 0, 1)
+    info = strategy_cluster_info(strategy)
+    if is_multi_worker(strategy):
+        kind = "multi_worker"
+    elif isinstance(strategy, tf.distribute.OneDeviceStrategy):
+        kind = "one_device"
+    elif isinstance(strategy, tf.distribute.MirroredStrategy):
+        kind = "mirrored"
+    else:
+        kind = "other"
     return {
-        "kind": type(strategy).__name__,
+        "kind": kind,
+        "class": type(strategy).__name__,
         "replicas": int(strategy.num_replicas_in_sync),
         "workers": info.num_workers,
         "task_type": info.task_type,

