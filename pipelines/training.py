@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -47,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import keras
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
@@ -288,6 +288,18 @@ def evaluate(
 # --------------------------------------------------------------------------- the trainer
 
 
+def seed_initialisation(seed: int) -> None:
+    """Makes the model's initial weights and dropout seeds a function of ``seed``.
+
+    Keras draws the seeds of initializers and dropout layers from Python's ``random``. Not
+    ``keras.utils.set_random_seed``: its ``tf.random.set_seed`` clears TensorFlow's kernel
+    cache, which destroys the resources of ops already created, such as the SentencePiece
+    model inside ``tensorflow_text`` tokenizers of the input pipeline.
+    """
+    random.seed(seed)
+    np.random.seed(seed)
+
+
 def _atomic_write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -359,7 +371,7 @@ class _Trainer:
     def build(self) -> None:
         config = self.config
         policy = None if config.mixed_precision == "none" else config.mixed_precision
-        keras.utils.set_random_seed(config.seed)
+        seed_initialisation(config.seed)
         with self.strategy.scope():
             if self.model_fn is not None:
                 self.model = self.model_fn(self.model_config, policy)

@@ -18,7 +18,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -38,6 +37,7 @@ from pipelines.training import (
     TrainingJobConfig,
     read_metrics,
     run_from_config,
+    seed_initialisation,
     train,
 )
 
@@ -217,7 +217,7 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
     assert result.history[0]["tokens"] == sum(tokens)
 
     def by_hand(normalisation):
-        keras.utils.set_random_seed(config.seed)
+        seed_initialisation(config.seed)
         model = Transformer.from_preset("demo", vocab_size=2000, **TINY_MODEL)
         model.build()
         with tf.GradientTape() as tape:
@@ -336,13 +336,13 @@ MIRRORED_SCRIPT = """
     import json, sys
     from pipelines.distribution import split_cpu, build_strategy
     devices = split_cpu(2)
-    import keras, numpy as np, tensorflow as tf
+    import numpy as np, tensorflow as tf
     from keras_transformer import Transformer, label_smoothed_nll, transformer_adam
     from pipelines.config import load_config
     from pipelines.corpus import Corpus
     from pipelines.input_pipeline import InputConfig, make_dataset
     from pipelines.tokenization import load_tokenizers
-    from pipelines.training import TrainConfig, train
+    from pipelines.training import TrainConfig, seed_initialisation, train
     args = json.loads(sys.argv[1])
     corpus = Corpus.load(args["corpus_dir"], verify=False)
     tokenizer, _ = load_tokenizers(args["tokenizer"])
@@ -369,7 +369,7 @@ MIRRORED_SCRIPT = """
     two = train(TrainConfig(**common, checkpoint_dir=args["dir"] + "/two", strategy="mirrored",
                             devices=devices, accumulation_batches=1), data(), 2000)
     # ... and the paper's loss computed by hand: Adam on sum(losses) / tokens of both batches.
-    keras.utils.set_random_seed(0)
+    seed_initialisation(0)
     model = Transformer.from_preset("demo", vocab_size=2000, **args["model"])
     model.build()
     optimizer = transformer_adam(32, 20)

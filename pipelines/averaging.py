@@ -1,0 +1,79 @@
+"""Checkpoint-averaging stage: the last N checkpoints of a training run into one model.
+
+Section 6.1: "we used a single model obtained by averaging the last 5 checkpoints" (base) and
+"the last 20 checkpoints" (big). The work is done by
+:func:`keras_transformer.checkpoint_averaging.average_checkpoints`; this stage only reads its
+settings from YAML and takes N from the run's preset when it is not given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+
+from keras_transformer.checkpoint_averaging import (
+    AveragingResult,
+    average_checkpoints,
+    read_model_config,
+)
+from keras_transformer.presets import get_preset
+from pipelines.config import ConfigError, load_config
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AveragingConfig:
+    """``checkpoint_dir``: the training directory; ``output_dir``: where the averaged
+    checkpoint, ``model_config.json`` and ``model.keras`` go (not inside ``checkpoint_dir``);
+    ``last_n``: how many of the newest checkpoints (default: the preset's
+    ``checkpoints_to_average``, recorded in ``model_config.json``)."""
+
+    checkpoint_dir: str = "runs/train"
+    output_dir: str = "runs/averaged"
+    last_n: int | None = None
+    save_keras: bool = True
+
+    def __post_init__(self) -> None:
+        if self.last_n is not None and (not isinstance(self.last_n, int) or self.last_n < 1):
+            raise ConfigError(f"AveragingConfig.last_n={self.last_n!r}: must be a positive integer")
+
+
+def checkpoints_to_average(config: AveragingConfig) -> int:
+    """``config.last_n``, or the run's preset's number (5 for base, 20 for big)."""
+    if config.last_n is not None:
+        return config.last_n
+    info = read_model_config(config.checkpoint_dir)
+    if info is None or not info.get("preset"):
+        raise ConfigError(
+            f"{config.checkpoint_dir} records no preset (model_config.json); set last_n")
+    return get_preset(info["preset"]).decoding.checkpoints_to_average
+
+
+def run_averaging(config: AveragingConfig) -> AveragingResult:
+    """Averages the newest checkpoints of ``config.checkpoint_dir`` into ``config.output_dir``."""
+    last_n = checkpoints_to_average(config)
+    logger.info("averaging the last %d checkpoints of %s into %s", last_n,
+                config.checkpoint_dir, config.output_dir)
+    return average_checkpoints(config.checkpoint_dir, last_n, config.output_dir,
+                               save_keras=config.save_keras)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.averaging",
+                                     description="Average the last N training checkpoints.")
+    parser.add_argument("--config", required=True,
+                        help="YAML file with an 'averaging:' section (AveragingConfig)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result = run_averaging(load_config(AveragingConfig, args.config, section="averaging"))
+    logger.info("averaged %d checkpoints into %s", len(result.sources), result.checkpoint)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
