@@ -277,9 +277,8 @@ def resolve_checkpoints(paths_or_dir, last_n: int | None = None) -> list[str]:
         state = tf.train.get_checkpoint_state(str(directory))
         if state is None or not state.all_model_checkpoint_paths:
             raise FileNotFoundError(f"{directory}: no checkpoint in this directory")
-        paths = [
-            p if os.path.isabs(p) else str(directory / p) for p in state.all_model_checkpoint_paths
-        ]
+        # get_checkpoint_state already joins relative entries to the directory it was given.
+        paths = [str(p) for p in state.all_model_checkpoint_paths]
     else:
         paths = [str(p) for p in paths_or_dir]
     if not paths:
