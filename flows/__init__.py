@@ -1,0 +1,13 @@
+"""Prefect flows that run the pipeline stages as retryable, resumable tasks, tracked in MLflow.
+
+Defaults that must hold before Prefect or MLflow are imported: no telemetry (the machines have no
+internet), and the project's own loggers forwarded to Prefect's run logs.
+"""
+
+import os
+
+os.environ.setdefault("DO_NOT_TRACK", "true")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pipelines,keras_transformer")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")

@@ -1,0 +1,115 @@
+"""MLflow tracking for the flows: one run per pipeline run, logged through explicit run ids.
+
+The default store is a local SQLite database and artifact folder inside the run directory, so a
+fresh machine tracks experiments with nothing started by hand; set ``tracking_uri`` (or
+``MLFLOW_TRACKING_URI``) to use a team's MLflow server instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+logger = logging.getLogger(__name__)
+
+# MLflow caps a parameter value's length; longer values are cut rather than failing the run.
+_MAX_PARAM_LENGTH = 6000
+
+
+@dataclass
+class TrackingConfig:
+    """Where runs are recorded: ``tracking_uri`` (default ``sqlite:///<run_dir>/mlflow.db``),
+    the ``experiment`` name, and how often per-step training metrics are logged."""
+
+    tracking_uri: str | None = None
+    experiment: str = "transformer-translation"
+    run_name: str | None = None
+    log_every_steps: int = 10
+
+
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested config dicts as MLflow params: ``{"train.preset": "demo", ...}``."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)[:_MAX_PARAM_LENGTH]
+    return flat
+
+
+class Tracker:
+    """A thin handle on one MLflow run, safe to use from Prefect task threads."""
+
+    def __init__(self, tracking_uri: str, run_id: str):
+        self.tracking_uri = tracking_uri
+        self.run_id = run_id
+        self.client = MlflowClient(tracking_uri)
+
+    @classmethod
+    def start(cls, config: TrackingConfig, run_dir: Path, resume_run_id: str | None = None,
+              tags: dict[str, str] | None = None) -> "Tracker":
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        uri = config.tracking_uri or f"sqlite:///{run_dir / 'mlflow.db'}"
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name(config.experiment)
+        if experiment is None:
+            experiment_id = client.create_experiment(
+                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri()
+            )
+        else:
+            experiment_id = experiment.experiment_id
+        if resume_run_id:
+            try:
+                run = client.get_run(resume_run_id)
+                if run.info.status != "FINISHED":
+                    client.update_run(resume_run_id, status="RUNNING")
+                    logger.info("resuming MLflow run %s", resume_run_id)
+                    return cls(uri, resume_run_id)
+            except mlflow.exceptions.MlflowException:
+                logger.warning("MLflow run %s not found; starting a new one", resume_run_id)
+        run = client.create_run(experiment_id, run_name=config.run_name, tags=tags or {})
+        logger.info("MLflow run %s in experiment '%s' at %s", run.info.run_id, config.experiment, uri)
+        return cls(uri, run.info.run_id)
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        existing = self.client.get_run(self.run_id).data.params
+        # A resumed run keeps its parameters; MLflow refuses to change a logged value.
+        fresh = [Param(k, v) for k, v in flatten(params).items() if k not in existing]
+        for i in range(0, len(fresh), 100):
+            self.client.log_batch(self.run_id, params=fresh[i : i + 100])
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        import time
+
+        timestamp = int(time.time() * 1000)
+        entries = [
+            Metric(key, float(value), timestamp, step or 0)
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and math.isfinite(float(value))
+        ]
+        if entries:
+            self.client.log_batch(self.run_id, metrics=entries)
+
+    def log_artifacts(self, path: str | Path, artifact_path: str | None = None) -> None:
+        path = Path(path)
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+        elif path.exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(self.run_id, key, value)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
