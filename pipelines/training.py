@@ -69,9 +69,11 @@ from pipelines.distribution import (
     STRATEGY_KINDS,
     build_strategy,
     describe_strategy,
+    has_cluster,
     split_cpu,
     strategy_cluster_info,
 )
+
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +131,8 @@ class TrainConfig:
 
     Devices: ``strategy`` (``auto``/``mirrored``/``multi_worker``/``one_device``) over
     ``devices``; ``cpu_devices`` splits the CPU into that many logical devices (honoured by the
-    CLI, which can apply it before TensorFlow starts). GPU settings: ``mixed_precision``
+    CLI, which applies it before TensorFlow starts; mirrored over unless ``devices`` is given).
+    GPU settings: ``mixed_precision``
     (``mixed_float16`` with dynamic loss scaling, or ``mixed_bfloat16``; logits, softmax and loss
     stay float32) and ``jit_compile`` (XLA for the forward and backward pass).
 
@@ -258,7 +261,10 @@ def evaluate(
     """
     pad_id = model.config.pad_id
 
-    @tf.function(reduce_retracing=True)
+    ids = tf.TensorSpec([None, None], tf.int32)
+
+    # One trace for every batch shape (bucketed batches vary in both dimensions).
+    @tf.function(input_signature=[ids, ids, ids])
     def batch_sums(source, target_in, target_out):
         logits = model((source, target_in), training=False)
         smoothed, mask = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
@@ -271,7 +277,8 @@ def evaluate(
     totals = np.zeros(4, dtype=np.float64)
     data = dataset if max_batches is None else dataset.take(max_batches)
     for (source, target_in), target_out in data:
-        totals += batch_sums(source, target_in, target_out).numpy()
+        totals += batch_sums(tf.cast(source, tf.int32), tf.cast(target_in, tf.int32),
+                             tf.cast(target_out, tf.int32)).numpy()
     tokens = totals[3]
     if tokens == 0:
         raise ValueError("evaluate: the dataset holds no target token")
@@ -349,7 +356,7 @@ class _Trainer:
         self.train_data = train_data
         self.validation_data = validation_data
         self.on_step = on_step
-        self.strategy = strategy or build_strategy(config.strategy, config.devices)
+        self.strategy = strategy or build_configured_strategy(config)
         self.cluster = strategy_cluster_info(self.strategy)
         self.is_chief = self.cluster.is_chief
         self.directory = Path(config.checkpoint_dir)
@@ -546,22 +553,30 @@ class _Trainer:
             for accumulator in accumulators:
                 accumulator.assign(tf.zeros_like(accumulator))
 
-        @tf.function(input_signature=[tf.TensorSpec((), tf.float32)])
+        # No tensor-dependent Python control flow below: AutoGraph has nothing to convert.
+        @tf.function(input_signature=[tf.TensorSpec((), tf.float32)], autograph=False)
         def apply(global_tokens):
             strategy.run(replica_apply, args=(global_tokens,))
 
-        @tf.function
+        @tf.function(autograph=False)
         def reset():
             strategy.run(replica_reset)
 
         self.apply, self.reset = apply, reset
 
-        @tf.function
+        @tf.function(autograph=False)
         def weights_finite():
             return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(v))
                                            for v in model.weights]))
 
         self.weights_finite = weights_finite
+
+        @tf.function(input_signature=[tf.TensorSpec((), tf.float32)], autograph=False)
+        def any_worker(flag):
+            per_replica = strategy.run(tf.identity, args=(flag,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        self.any_worker = any_worker
 
     # ---------------------------------------------------------------- the loop
 
@@ -578,8 +593,7 @@ class _Trainer:
         """Whether any worker raised ``flag``: time-based decisions must be taken by all."""
         if self.cluster.num_workers == 1:
             return flag
-        value = self.strategy.run(lambda: tf.constant(1.0 if flag else 0.0))
-        return float(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)) > 0
+        return float(self.any_worker(tf.constant(1.0 if flag else 0.0))) > 0
 
     def save(self, step: int) -> str | None:
         if not bool(self.weights_finite()):
@@ -777,6 +791,23 @@ class _Trainer:
             raise
 
 
+def build_configured_strategy(config: TrainConfig) -> tf.distribute.Strategy:
+    """The strategy of ``config``; with ``cpu_devices`` the CPU is split and mirrored over.
+
+    Splitting only works before TensorFlow initialises its devices (else a clear
+    ``DistributionError``), which the CLI guarantees by calling this first.
+    """
+    kind = config.strategy
+    if kind == "auto":
+        kind = "multi_worker" if has_cluster() else "mirrored"
+    devices = config.devices
+    if config.cpu_devices:
+        names = split_cpu(config.cpu_devices)
+        if devices is None and kind == "mirrored":
+            devices = names
+    return build_strategy(kind, devices)
+
+
 def train(
     config: TrainConfig,
     train_data: tf.data.Dataset | Callable[[tf.distribute.InputContext], tf.data.Dataset],
@@ -871,9 +902,7 @@ def run_from_config(
         raise ConfigError(f"{path}: the CLI needs a 'data:' section (corpus_dir, tokenizer)")
     # Device layout and collective ops are fixed by TensorFlow's first operation: before any
     # dataset or tensor exists.
-    if config.cpu_devices:
-        split_cpu(config.cpu_devices)
-    strategy = build_strategy(config.strategy, config.devices)
+    strategy = build_configured_strategy(config)
 
     from pipelines.corpus import Corpus
     from pipelines.input_pipeline import InputConfig, make_dataset
