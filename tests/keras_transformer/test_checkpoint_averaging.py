@@ -133,3 +133,11 @@ def test_refuses_checkpoints_of_another_model(tmp_path):
     with pytest.raises(CheckpointMismatchError, match=r"ckpt-1 and .*wide/ckpt-1 hold different "
                                                       r"model variables.*different shapes"):
         average_checkpoints(base + wide, output=tmp_path / "out", model=None)
+
+
+def test_relative_training_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _, paths = write_run("run", 3)
+    result = average_checkpoints("run", last_n=2, output="averaged", save_keras=False)
+    assert [p.rsplit("/", 1)[-1] for p in result.sources] == ["ckpt-2", "ckpt-3"]
+    assert tf.train.latest_checkpoint("averaged") is not None
