@@ -137,7 +137,7 @@ def test_refuses_checkpoints_of_another_model(tmp_path):
 
 def test_relative_training_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    _, paths = write_run("run", 3)
+    write_run("run", 3)
     result = average_checkpoints("run", last_n=2, output="averaged", save_keras=False)
     assert [p.rsplit("/", 1)[-1] for p in result.sources] == ["ckpt-2", "ckpt-3"]
     assert tf.train.latest_checkpoint("averaged") is not None
