@@ -12,6 +12,15 @@ from pipelines.config import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    """A real, temporary Prefect API and database for this module, stopped when it ends."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness():
+        yield
+
+
 def _write_config(tmp_path, **train):
     config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     config["run_dir"] = str(tmp_path / "run")
