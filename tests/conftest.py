@@ -51,7 +51,12 @@ def tokenizer_model(ddtp_corpus, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer(tokenizer_model):
-    """``SubwordTokenizer`` of ``tokenizer_model`` (pad 0, unk 1, bos 2, eos 3)."""
+    """``SubwordTokenizer`` of ``tokenizer_model`` (pad 0, unk 1, bos 2, eos 3).
+
+    Shared by the whole session, so no test may call ``tf.random.set_seed`` or
+    ``keras.utils.set_random_seed``: they reset TensorFlow's resources and with them this
+    tokenizer's SentencePiece state (tensorflow/text#570). Seed NumPy / Python instead.
+    """
     from keras_transformer.tokenizer import SubwordTokenizer
 
     return SubwordTokenizer(tokenizer_model)

@@ -20,7 +20,6 @@ from keras_transformer.export import (
     is_exported_translator,
     load_exported,
 )
-from keras_transformer.tokenizer import SubwordTokenizer
 from keras_transformer.translator import Translator
 
 SENTENCES = [
@@ -67,12 +66,6 @@ FRESH_PROCESS = textwrap.dedent(
     }))
     """
 )
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_model):
-    # Module-local: see test_translator.py (tensorflow/text#570).
-    return SubwordTokenizer(tokenizer_model)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.presets import DecodingSettings
-from keras_transformer.tokenizer import SubwordTokenizer
 from keras_transformer.translator import Translator
 
 SENTENCES = [
@@ -16,13 +15,6 @@ SENTENCES = [
     "Documentation",
     "This package contains the development files.",
 ]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_model):
-    # A module-local instance: tf.random.set_seed in another test module resets TF's kernel
-    # cache and with it tensorflow_text's SentencePiece resources (tensorflow/text#570).
-    return SubwordTokenizer(tokenizer_model)
 
 
 @pytest.fixture(scope="module")

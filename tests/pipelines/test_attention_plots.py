@@ -7,17 +7,10 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.attention_plots import AttentionPlotConfig, attention_maps, plot_attention
 
 SENTENCE = "The package provides a command-line tool for images."
 HEADS = 4
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_model):
-    # Module-local: tf.random.set_seed elsewhere invalidates older ones (tensorflow/text#570).
-    return SubwordTokenizer(tokenizer_model)
 
 
 @pytest.fixture(scope="module")

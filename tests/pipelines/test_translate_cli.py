@@ -12,18 +12,11 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.export import export_translator
-from keras_transformer.tokenizer import SubwordTokenizer
 from keras_transformer.translator import Translator
 from pipelines import translate_cli
 
 SENTENCES = ["Shows the current weather.", "", "Documentation for the library."]
 OFFSET = "4"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_model):
-    # Module-local: tf.random.set_seed elsewhere invalidates older ones (tensorflow/text#570).
-    return SubwordTokenizer(tokenizer_model)
 
 
 @pytest.fixture(scope="module")
