@@ -553,7 +553,17 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
                                [r["loss"] for r in reference_history], rtol=1e-5)
     a = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{steps}"))
     b = tf.train.load_checkpoint(str(killed_dir / f"ckpt-{steps}"))
+    start = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{resumed_from}"))
     assert b.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == steps
+    # Element-wise equality is too strict across processes: Adam divides by sqrt(v), so a weight
+    # whose gradient is near zero moves by about lr whatever the rounding of that gradient.
+    # The resumed stretch must instead reproduce the uninterrupted one: the two runs end within
+    # 2% of how far the reference moved since the checkpoint the killed run resumed from (here
+    # the two agree to ~1e-6 of it; rounding noise on another machine gave 5e-4 element-wise).
     for key in model_keys(a):
-        if "/key/bias/" not in key:  # see comparable()
-            np.testing.assert_allclose(b.get_tensor(key), a.get_tensor(key), atol=2e-4)
+        if "/key/bias/" in key:  # see comparable()
+            continue
+        moved = np.linalg.norm(a.get_tensor(key) - start.get_tensor(key))
+        apart = np.linalg.norm(b.get_tensor(key) - a.get_tensor(key))
+        assert moved > 0, key
+        assert apart <= 0.02 * moved, (key, apart, moved)
