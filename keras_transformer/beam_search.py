@@ -40,9 +40,11 @@ import tensorflow as tf
 
 from keras_transformer.decoding import (
     NEG_INF,
+    GreedyOutput,
     SOURCE_SPEC,
     ScoreFn,
     compiled,
+    greedy_decode,
     initial_ids,
     prepare_decoding,
     special_ids,
@@ -232,10 +234,27 @@ def beam_search_decode(
     The encoder runs once per sentence; encoder outputs, padding mask and encoder-decoder
     keys/values are repeated per beam; the self-attention cache follows the surviving beams.
     Wrap in ``tf.function`` (or use :func:`compiled_beam_search`) to compile.
+
+    ``beam_size=1`` is greedy decoding, as in tensor2tensor's Transformer (``_fast_decode``
+    switches to greedy for a beam of one): a beam of one kept alive past an EOS could otherwise
+    return a longer output than greedy under a length penalty ``alpha > 0``.
     """
+    if beam_size == 1:
+        return _greedy_as_beam(greedy_decode(model, source_ids, max_length_offset), alpha)
     score_fn, state, max_lengths = prepare_decoding(model, source_ids, max_length_offset, beam_size)
     return beam_search(
         score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, **special_ids(model)
+    )
+
+
+def _greedy_as_beam(greedy: GreedyOutput, alpha) -> BeamSearchOutput:
+    """A greedy result in the beam-search layout: one hypothesis per sentence."""
+    return BeamSearchOutput(
+        ids=greedy.ids[:, None, :],
+        scores=(greedy.log_probs / length_penalty(greedy.lengths, alpha))[:, None],
+        log_probs=greedy.log_probs[:, None],
+        lengths=greedy.lengths[:, None],
+        steps=greedy.steps,
     )
 
 

@@ -251,6 +251,24 @@ def test_beam_size_one_equals_greedy_on_random_distributions():
     assert (greedy.ids.numpy() == EOS).any()
 
 
+def test_a_beam_of_one_outlives_greedy_under_a_length_penalty():
+    # Why beam_search_decode hands beam_size=1 to greedy decoding (as tensor2tensor does): the
+    # bare search keeps its one live hypothesis past the argmax EOS, and with alpha > 0 the
+    # longer output can win. Greedy: (EOS,), -0.65 / 1. The beam of one: (3, EOS),
+    # log(0.48 * 0.99) / (7/6)^2 = -0.55.
+    def fn(prefix):
+        if prefix == ():
+            return {EOS: 0.52, 3: 0.48}
+        return {EOS: 0.99, 3: 0.01}
+
+    dist = crafted_distribution(fn)
+    greedy = greedy_search(dist.score_fn, dist.initial_state(), tf.constant([4]), bos_id=BOS,
+                           eos_id=EOS)
+    beam = run_beam(dist, [4], beam_size=1, alpha=2.0)
+    assert output_tokens(greedy.ids.numpy()[0], greedy.lengths.numpy()[0]) == (EOS,)
+    assert output_tokens(beam.ids.numpy()[0, 0], beam.lengths.numpy()[0, 0]) == (3, EOS)
+
+
 def test_greedy_is_argmax_path():
     rng = np.random.default_rng(5)
     dist = TableDistribution(random_table(rng, 3, eos_bias=0.3))

@@ -41,11 +41,13 @@ def test_batching_and_sorting_do_not_change_results(model, tokenizer):
     assert one_batch == single
 
 
-def test_beam_one_without_penalty_equals_greedy(model, tokenizer):
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_beam_one_equals_greedy(model, tokenizer, alpha):
     translator = Translator(model, tokenizer)
-    beam = translator.translate(SENTENCES, beam_size=1, alpha=0.0, max_length_offset=6)
+    beam = translator.translate(SENTENCES, beam_size=1, alpha=alpha, max_length_offset=6)
     greedy = translator.translate(SENTENCES, greedy=True, max_length_offset=6)
     assert beam == greedy
+    assert any(greedy)  # guard: not all empty
 
 
 def test_defaults_come_from_decoding_settings(model, tokenizer):
