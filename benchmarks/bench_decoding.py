@@ -19,12 +19,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-import keras_transformer as kt  # noqa: E402
-from keras_transformer.beam_search import compiled_beam_search  # noqa: E402
-from keras_transformer.decoding import (  # noqa: E402
+import keras_transformer as kt
+from keras_transformer.beam_search import compiled_beam_search
+from keras_transformer.decoding import (
     forbid_tokens,
     greedy_search,
     prepare_decoding,

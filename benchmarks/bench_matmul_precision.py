@@ -21,7 +21,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 # (tokens per batch, d_model, d_ff): demo, cpu-small, base and big FFN shapes.
 SHAPES = [(4096, 128, 512), (4096, 256, 1024), (4096, 512, 2048), (4096, 1024, 4096)]

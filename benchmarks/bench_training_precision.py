@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
-    from pipelines.download import DownloadConfig, download
     from pipelines.corpus import Corpus
+    from pipelines.download import DownloadConfig, download
     from pipelines.input_pipeline import InputConfig, make_fixed_length_dataset
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
     from pipelines.training import TrainConfig, train

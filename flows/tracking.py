@@ -56,7 +56,7 @@ class Tracker:
 
     @classmethod
     def start(cls, config: TrackingConfig, run_dir: Path, resume_run_id: str | None = None,
-              tags: dict[str, str] | None = None) -> "Tracker":
+              tags: dict[str, str] | None = None) -> Tracker:
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         uri = config.tracking_uri or f"sqlite:///{run_dir / 'mlflow.db'}"

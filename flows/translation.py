@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.tracking import Tracker, TrackingConfig
 from pipelines.averaging import AveragingConfig
 from pipelines.config import ConfigError, from_dict, load_config, to_dict

@@ -8,23 +8,23 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: E402
-from keras_transformer.config import TransformerConfig  # noqa: E402
-from keras_transformer.decoder import TransformerDecoderLayer  # noqa: E402
-from keras_transformer.embedding import ScaledEmbedding  # noqa: E402
-from keras_transformer.encoder import TransformerEncoderLayer  # noqa: E402
-from keras_transformer.feed_forward import PositionwiseFeedForward  # noqa: E402
-from keras_transformer.losses import LabelSmoothedCrossEntropy, label_smoothed_nll  # noqa: E402
-from keras_transformer.metrics import MaskedAccuracy, Perplexity  # noqa: E402
-from keras_transformer.positional_encoding import (  # noqa: E402
+from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.config import TransformerConfig
+from keras_transformer.decoder import TransformerDecoderLayer
+from keras_transformer.embedding import ScaledEmbedding
+from keras_transformer.encoder import TransformerEncoderLayer
+from keras_transformer.feed_forward import PositionwiseFeedForward
+from keras_transformer.losses import LabelSmoothedCrossEntropy, label_smoothed_nll
+from keras_transformer.metrics import MaskedAccuracy, Perplexity
+from keras_transformer.positional_encoding import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     sinusoidal_encoding,
 )
-from keras_transformer.presets import Preset, get_preset, preset_names  # noqa: E402
-from keras_transformer.residual import PostNormResidual  # noqa: E402
-from keras_transformer.schedules import TransformerSchedule, transformer_adam  # noqa: E402
-from keras_transformer.transformer import Transformer, causal_mask  # noqa: E402
+from keras_transformer.presets import Preset, get_preset, preset_names
+from keras_transformer.residual import PostNormResidual
+from keras_transformer.schedules import TransformerSchedule, transformer_adam
+from keras_transformer.transformer import Transformer, causal_mask
 
 __all__ = [
     "LabelSmoothedCrossEntropy",

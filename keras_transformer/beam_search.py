@@ -40,8 +40,8 @@ import tensorflow as tf
 
 from keras_transformer.decoding import (
     NEG_INF,
-    GreedyOutput,
     SOURCE_SPEC,
+    GreedyOutput,
     ScoreFn,
     compiled,
     greedy_decode,

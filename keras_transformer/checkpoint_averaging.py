@@ -55,7 +55,7 @@ def _relative_path(model, variable) -> str:
     prefix = f"{model.name}/"
     # The model's own name is "transformer", "transformer_1", ... depending on how many models
     # the process created; leaving it out keeps keys identical across processes.
-    return path[len(prefix):] if path.startswith(prefix) else path
+    return path.removeprefix(prefix)
 
 
 def model_weight_paths(model) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -271,7 +272,7 @@ def greedy_decode(model, source_ids, max_length_offset=50, use_cache: bool = Tru
 # One compiled function per (model, settings): tracing a decoding loop takes seconds, so it is
 # done once per model, not once per call. Weak keys let models be garbage collected; the
 # functions reach their model through a weak reference too, or they would keep it alive.
-_COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 SOURCE_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 

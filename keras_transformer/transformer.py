@@ -106,7 +106,8 @@ class Transformer(keras.Model):
         """A new, untrained model of preset ``name`` (see ``keras_transformer.preset_names()``).
 
         ``overrides`` replace architecture settings (``num_layers=2``, ``dropout=0.0``, ...);
-        ``dtype`` (e.g. ``"mixed_bfloat16"``) and ``name`` go to ``keras.Model``; the preset's training recipe becomes the default of ``compile()``.
+        ``dtype`` (e.g. ``"mixed_bfloat16"``) and ``name`` go to ``keras.Model``; the preset's
+        training recipe becomes the default of ``compile()``.
         """
         preset = get_preset(name)
         if vocab_size is not None:

@@ -146,7 +146,7 @@ class Translator:
         return self.translate(sentences, **kwargs)
 
     @classmethod
-    def from_files(cls, model_path, tokenizer_path, target_tokenizer_path=None, decoding=None) -> "Translator":
+    def from_files(cls, model_path, tokenizer_path, target_tokenizer_path=None, decoding=None) -> Translator:
         """A translator from a saved ``.keras`` model and SentencePiece ``.model`` file(s)."""
         import keras
 

@@ -89,6 +89,17 @@ def load_config(cls: type[T], path: str | Path, *, section: str | None = None) -
     return from_dict(cls, data, source=source)
 
 
+def add_config_arguments(parser, cls: type) -> None:
+    """``--config FILE.yaml [--section NAME]`` options for a stage CLI configured by ``cls``."""
+    parser.add_argument("--config", type=Path, help=f"YAML file with {cls.__name__} settings")
+    parser.add_argument("--section", default=None, help="top-level section of the YAML file")
+
+
+def config_from_args(cls: type[T], args) -> T:
+    """The ``cls`` named by :func:`add_config_arguments`' options, or its defaults without them."""
+    return load_config(cls, args.config, section=args.section) if args.config else cls()
+
+
 def to_dict(config: Any) -> dict[str, Any]:
     """The inverse of ``from_dict``: a plain dict, ready for YAML or MLflow params."""
     return dataclasses.asdict(config)

@@ -118,7 +118,7 @@ def write_corpus(
     cleaning: dict[str, Any] | None = None,
     provenance: dict[str, Any] | None = None,
     compress: bool = False,
-) -> "Corpus":
+) -> Corpus:
     """Writes a corpus in the layout above (atomically, manifest last) and returns it loaded.
 
     ``splits`` maps each of :data:`SPLITS` to its list of ``(source, target)`` pairs.
@@ -179,7 +179,7 @@ class Corpus:
     manifest: dict[str, Any]
 
     @classmethod
-    def load(cls, directory: str | Path, *, verify: bool = True) -> "Corpus":
+    def load(cls, directory: str | Path, *, verify: bool = True) -> Corpus:
         """Reads ``manifest.json`` of ``directory``; with ``verify`` checks every file's sha256.
 
         Raises :class:`DataError` when the manifest is missing or malformed, or a file is missing

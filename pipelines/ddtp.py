@@ -45,7 +45,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipelines.cleaning import CleaningConfig, DataError, clean_pairs, log_counts, read_lines
+from pipelines.cleaning import (
+    CleaningConfig,
+    DataError,
+    clean_pairs,
+    log_counts,
+    read_lines,
+)
 from pipelines.corpus import (
     MANIFEST,
     SPLITS,

@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: log the padding report of one split, e.g. to choose bucket settings."""
     import argparse
 
-    from pipelines.config import load_config
+    from pipelines.config import add_config_arguments, config_from_args
     from pipelines.tokenization import load_tokenizers
 
     parser = argparse.ArgumentParser(prog="python -m pipelines.input_pipeline",
@@ -320,12 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", type=Path, nargs="+",
                         help="shared SentencePiece .model, or source and target models")
     parser.add_argument("--split", default="train")
-    parser.add_argument("--config", type=Path, help="YAML file with InputConfig settings")
-    parser.add_argument("--section", default=None, help="top-level section of the YAML file")
+    add_config_arguments(parser, InputConfig)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    config = load_config(InputConfig, args.config, section=args.section) if args.config \
-        else InputConfig()
+    config = config_from_args(InputConfig, args)
     models = args.models[0] if len(args.models) == 1 else tuple(args.models)
     report = padding_report(Corpus.load(args.corpus), args.split, load_tokenizers(models), config)
     for name, stats in report.items():

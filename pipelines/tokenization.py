@@ -169,18 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: train the subword model(s) of a prepared corpus."""
     import argparse
 
-    from pipelines.config import load_config
+    from pipelines.config import add_config_arguments, config_from_args
 
     parser = argparse.ArgumentParser(prog="python -m pipelines.tokenization",
                                      description=main.__doc__)
     parser.add_argument("corpus", type=Path, help="prepared corpus directory (manifest.json)")
     parser.add_argument("output_dir", type=Path)
-    parser.add_argument("--config", type=Path, help="YAML file with TokenizerConfig settings")
-    parser.add_argument("--section", default=None, help="top-level section of the YAML file")
+    add_config_arguments(parser, TokenizerConfig)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    config = load_config(TokenizerConfig, args.config, section=args.section) if args.config \
-        else TokenizerConfig()
+    config = config_from_args(TokenizerConfig, args)
     models = train_tokenizer(Corpus.load(args.corpus), config, args.output_dir)
     logger.info("tokenizer model(s): %s", models)
     return 0

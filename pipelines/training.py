@@ -74,7 +74,6 @@ from pipelines.distribution import (
     strategy_cluster_info,
 )
 
-
 logger = logging.getLogger(__name__)
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")

@@ -11,9 +11,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # --- data fixtures (pipelines/download.py, pipelines/tokenization.py) --------------------------
 # Session-scoped so that the bundled corpus is prepared and the test tokenizer trained once.
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 #: Raw inputs beside the repository (CI clones the repo with shared/ next to it); may be absent.
 SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"

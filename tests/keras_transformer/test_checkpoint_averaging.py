@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
 from keras_transformer import Transformer, transformer_adam
 from keras_transformer.checkpoint_averaging import (
     CheckpointMismatchError,

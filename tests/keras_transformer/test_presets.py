@@ -69,7 +69,8 @@ def test_unknown_preset_names_the_known_ones():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"vocab_size": 100, "d_model": 510, "num_heads": 8}, r"num_heads.*d_model=510 is not divisible by num_heads=8"),
+        ({"vocab_size": 100, "d_model": 510, "num_heads": 8},
+         r"num_heads.*d_model=510 is not divisible by num_heads=8"),
         ({"vocab_size": 100, "num_layers": -1}, r"`num_layers`=-1"),
         ({"vocab_size": -5}, r"`source_vocab_size`=-5"),
         ({"vocab_size": 100, "d_ff": 0}, r"`d_ff`=0"),

@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from pipelines.attention_plots import AttentionPlotConfig, attention_maps, plot_attention
+from pipelines.attention_plots import (
+    AttentionPlotConfig,
+    attention_maps,
+    plot_attention,
+)
 
 SENTENCE = "The package provides a command-line tool for images."
 HEADS = 4

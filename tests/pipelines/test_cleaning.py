@@ -67,7 +67,7 @@ def test_read_lines_splits_on_newline_only(tmp_path):
 
 def test_undecodable_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "bad.de"
-    path.write_bytes("erste Zeile\nzweite Zeile\n".encode() + b"dritte \xff Zeile\nvierte\n")
+    path.write_bytes(b"erste Zeile\nzweite Zeile\n" + b"dritte \xff Zeile\nvierte\n")
     with pytest.raises(DataError, match=rf"{path}:3: not valid UTF-8"):
         list(read_lines(path))
 

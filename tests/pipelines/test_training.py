@@ -23,14 +23,23 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from keras_transformer import Transformer, get_preset, label_smoothed_nll, transformer_adam
+from keras_transformer import (
+    Transformer,
+    get_preset,
+    label_smoothed_nll,
+    transformer_adam,
+)
 from keras_transformer.checkpoint_averaging import (
     model_config_dict,
     model_keys,
     write_model_config,
 )
 from pipelines.config import ConfigError, load_config
-from pipelines.input_pipeline import InputConfig, make_dataset, make_fixed_length_dataset
+from pipelines.input_pipeline import (
+    InputConfig,
+    make_dataset,
+    make_fixed_length_dataset,
+)
 from pipelines.training import (
     TrainConfig,
     TrainingDivergedError,
@@ -473,7 +482,7 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
         for p in processes:
             if p.poll() is None:
                 p.kill()
-    for p, (stdout, stderr) in zip(processes, outputs):
+    for p, (_, stderr) in zip(processes, outputs):
         assert p.returncode == 0, stderr[-6000:]
     for _, stderr in outputs:
         assert "'kind': 'multi_worker', 'class': 'CollectiveAllReduceStrategy', 'replicas': 2, " \
