@@ -13,12 +13,13 @@
 * Section 5.3, optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up / inverse-square-root schedule.
 * Section 5.4, regularisation: dropout (the preset's P_drop) and label smoothing.
 
-Checkpoints (``tf.train.CheckpointManager``) hold the model's weights, the optimizer (moments
-and iteration count, hence the learning-rate schedule's position), the step counter, the number
-of batches consumed (a restart skips them, so the data stream continues where it stopped) and
-the loss scale. A run resumes from the newest checkpoint of its directory automatically;
-checkpoint files and the state file are written to temporary names and renamed, so killing the
-process at any moment leaves the previous checkpoint intact. A non-finite loss or gradient
+Checkpoints (``tf.train.CheckpointManager``) hold the model's weights, the state of its dropout
+random generators, the optimizer (moments and iteration count, hence the learning-rate
+schedule's position), the step counter, the number of batches consumed (a restart skips them,
+so the data stream continues where it stopped) and the loss scale. A run resumes from the
+newest checkpoint of its directory automatically; checkpoint files and the state file are
+written to temporary names and renamed, so killing the process at any moment leaves the
+previous checkpoint intact. A non-finite loss or gradient
 raises :class:`TrainingDivergedError` before the update is applied, so no bad state is saved.
 
 Run from Python with :func:`train`, or from the command line::
@@ -294,6 +295,22 @@ def evaluate(
 # --------------------------------------------------------------------------- the trainer
 
 
+def dropout_rng_trackable(model) -> tf.Module:
+    """The state of the model's Keras seed generators (its dropout masks), for the checkpoint.
+
+    Restoring it makes a resumed run draw the dropout masks the uninterrupted run would have
+    drawn. Keyed by position in ``model.variables``, not by path: Keras numbers seed generators
+    per process (``seed_generator_7``), so paths differ between two processes building one model.
+    """
+    weights = {id(v) for v in model.weights}
+    root = tf.Module()
+    states = [v for v in model.variables
+              if id(v) not in weights and v.path.endswith("seed_generator_state")]
+    for i, state in enumerate(states):
+        setattr(root, f"seed_generator_{i}", getattr(state, "value", state))
+    return root
+
+
 def seed_initialisation(seed: int) -> None:
     """Makes the model's initial weights and dropout seeds a function of ``seed``.
 
@@ -415,6 +432,7 @@ class _Trainer:
                                           **counter)
         self.checkpoint = tf.train.Checkpoint(
             model=model_weights_trackable(self.model),
+            dropout_rng=dropout_rng_trackable(self.model),
             optimizer=self.optimizer,
             step=self.step_var,
             consumed_batches=self.consumed_var,

@@ -513,7 +513,9 @@ THROTTLED_SCRIPT = """
 
 def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data):
     steps = 16
-    common = dict(train_steps=steps, checkpoint_every_steps=4, keep_checkpoints=10)
+    # With dropout: the checkpoint carries the dropout generators' state too.
+    common = dict(train_steps=steps, checkpoint_every_steps=4, keep_checkpoints=10,
+                  model={**TINY_MODEL, "dropout": 0.1})
     reference = write_job(tmp_path / "reference.yaml", job_yaml_data,
                           checkpoint_dir=str(tmp_path / "reference"), **common)
     killed_dir = tmp_path / "killed"
@@ -557,7 +559,7 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
     reference_history = read_metrics(tmp_path / "reference")
     killed_history = read_metrics(killed_dir)
     assert [r["step"] for r in killed_history] == list(range(1, steps + 1))
-    # Same data stream, same optimizer state: the same losses and the same final weights.
+    # Same data stream, optimizer state and dropout masks: the same losses and final weights.
     np.testing.assert_allclose([r["loss"] for r in killed_history],
                                [r["loss"] for r in reference_history], rtol=1e-5)
     a = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{steps}"))
