@@ -7,6 +7,12 @@ task retry does the same. Everything is logged to one MLflow run: the whole conf
 parameters, per-step training metrics, validation metrics, BLEU/chrF with their sacrebleu
 signatures, and the files behind every number as artifacts.
 
+Each MLflow run trains in a directory of its own, ``<run_dir>/runs/<mlflow run id>/``: a rerun
+after a crash resumes the unfinished MLflow run and with it that run's checkpoints, while a rerun
+after a finished run (the scheduled retraining) starts a new MLflow run that trains from scratch
+and leaves the earlier run's files where they are. ``<run_dir>/latest`` points at the newest
+finished run.
+
     python -m flows.translation --config configs/demo.yaml
 """
 
@@ -36,13 +42,20 @@ from pipelines.training import TrainConfig
 
 logger = logging.getLogger(__name__)
 
+#: Placeholder for the MLflow run id in ``train.checkpoint_dir``.
+RUN_ID = "{run_id}"
+
 
 @dataclass
 class TranslationPipelineConfig:
     """One file configures the whole run; each section is the config of one stage.
 
-    Paths left empty in a section are placed under ``run_dir``: ``data/``, ``tokenizer/``,
-    ``train/`` (checkpoints), ``averaged/``, ``evaluation/``, ``export/``.
+    Paths left empty in a section are placed under ``run_dir``. What every run shares: ``data/``,
+    ``cache/`` (token ids), ``tokenizer/``, the MLflow store. What each MLflow run owns, under
+    ``runs/<run id>/`` (:meth:`run_paths`): ``train/`` (checkpoints), ``averaged/``,
+    ``evaluation/``, ``export/``. ``{run_id}`` in ``train.checkpoint_dir`` stands for the MLflow
+    run id; a ``train.checkpoint_dir`` without it is shared by every run, so a rerun after a
+    finished run continues training there instead of starting afresh.
     """
 
     run_dir: str = "runs/demo"
@@ -61,8 +74,9 @@ class TranslationPipelineConfig:
             self.download.output_dir = str(run / "data" / f"{self.download.source}-{self.download.language_pair}")
         if not self.input.cache_dir:
             self.input.cache_dir = str(run / "cache")
-        if self.train.checkpoint_dir in ("", "runs/train"):
-            self.train.checkpoint_dir = str(run / "train")
+        # TrainConfig's default directory means "not chosen": each MLflow run gets its own.
+        if self.train.checkpoint_dir in ("", TrainConfig.checkpoint_dir):
+            self.train.checkpoint_dir = str(run / "runs" / RUN_ID / "train")
         self._check_enough_checkpoints()
 
     def _check_enough_checkpoints(self) -> None:
@@ -85,16 +99,33 @@ class TranslationPipelineConfig:
         return Path(self.run_dir) / "tokenizer"
 
     @property
-    def averaged_dir(self) -> Path:
-        return Path(self.run_dir) / "averaged"
+    def latest_link(self) -> Path:
+        return Path(self.run_dir) / "latest"
 
-    @property
-    def evaluation_dir(self) -> Path:
-        return Path(self.run_dir) / "evaluation"
+    def run_paths(self, run_id: str) -> RunPaths:
+        """The directories MLflow run ``run_id`` writes to."""
+        work = Path(self.run_dir) / "runs" / run_id
+        train = Path(self.train.checkpoint_dir.replace(RUN_ID, run_id))
+        return RunPaths(work, train, work / "averaged", work / "evaluation", work / "export")
 
-    @property
-    def export_dir(self) -> Path:
-        return Path(self.run_dir) / "export"
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one MLflow run's stages write (see :class:`TranslationPipelineConfig`)."""
+
+    work: Path
+    train: Path
+    averaged: Path
+    evaluation: Path
+    export: Path
+
+
+def point_latest_at(link: Path, target: Path) -> None:
+    """Makes ``link`` a relative symlink to ``target``, replacing the old one atomically."""
+    temporary = link.with_name(link.name + ".tmp")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(Path(target).relative_to(link.parent))
+    temporary.replace(link)
 
 
 def load_pipeline_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TranslationPipelineConfig:
@@ -248,31 +279,36 @@ def translation_pipeline(config_path: str = "configs/demo.yaml", overrides: dict
     )
     state_file.write_text(json.dumps({"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri}))
     tracker.log_params(to_dict(config))
+    paths = config.run_paths(tracker.run_id)
+    train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
+    get_run_logger().info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     try:
         corpus_dir = download_task(config.download)
         tracker.log_artifacts(Path(corpus_dir) / "manifest.json", "data")
         tokenizer_path = tokenizer_task(corpus_dir, config.tokenizer, str(config.tokenizer_dir))
         tracker.log_artifacts(tokenizer_path, "tokenizer")
-        trained = train_task(corpus_dir, tokenizer_path, config.input, config.train, tracker,
+        trained = train_task(corpus_dir, tokenizer_path, config.input, train_config, tracker,
                              config.tracking.log_every_steps)
         tracker.log_metrics({f"final_{k}": v for k, v in trained["validation"].items()},
                             step=trained["final_step"])
-        model_path = average_task(trained["checkpoint_dir"], config.averaging, str(config.averaged_dir))
+        model_path = average_task(trained["checkpoint_dir"], config.averaging, str(paths.averaged))
         scores = evaluate_task(model_path, tokenizer_path, corpus_dir, config.evaluation,
-                               config.train.preset, str(config.evaluation_dir))
+                               config.train.preset, str(paths.evaluation))
         tracker.log_metrics(scores["metrics"], step=trained["final_step"])
         tracker.set_tags(_signatures(scores["scores"]))
-        tracker.log_artifacts(config.evaluation_dir, "evaluation")
+        tracker.log_artifacts(paths.evaluation, "evaluation")
         tracker.log_artifacts(model_path, "model")
-        result = {"run_id": tracker.run_id, "corpus_dir": corpus_dir, "tokenizer": tokenizer_path,
-                  "model": model_path, "scores": scores, "final_step": trained["final_step"]}
+        result = {"run_id": tracker.run_id, "run_path": str(paths.work), "corpus_dir": corpus_dir,
+                  "tokenizer": tokenizer_path, "model": model_path, "scores": scores,
+                  "start_step": trained["start_step"], "final_step": trained["final_step"]}
         if config.export:
             result["export"] = export_task(model_path, tokenizer_path, config.train.preset,
-                                           str(config.export_dir))
+                                           str(paths.export))
     except BaseException:
         tracker.finish("FAILED")
         raise
     tracker.finish()
+    point_latest_at(config.latest_link, paths.work)
     return result
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from pipelines.corpus import Corpus, atomic_write_bytes
+from pipelines.corpus import SPLITS, Corpus, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,9 @@ class EvalConfig:
     width: int = 4
 
     def __post_init__(self) -> None:
+        # Checked here, not when the corpus is opened: in a pipeline that is after training.
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {self.split!r}")
         if self.beam_size is not None and self.beam_size < 1:
             raise ValueError(f"beam_size must be positive, got {self.beam_size}")
         if self.alpha is not None and self.alpha < 0:

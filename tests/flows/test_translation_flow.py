@@ -2,6 +2,11 @@
 MLflow (SQLite store in the run directory), real stages; a tiny model and few steps."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,22 +49,38 @@ def _write_config(tmp_path, **train):
     return path
 
 
-def test_flow_runs_every_stage_and_tracks_them_in_mlflow(tmp_path, monkeypatch):
-    from mlflow.tracking import MlflowClient
-
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One whole run of the flow; the tests below read it and run the flow again beside it."""
     from flows.translation import translation_pipeline
 
-    monkeypatch.chdir(tmp_path)
-    result = translation_pipeline(str(_write_config(tmp_path)))
+    tmp_path = tmp_path_factory.mktemp("flow")
+    config = _write_config(tmp_path)
+    previous = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = translation_pipeline(str(config))
+    finally:
+        os.chdir(previous)
+    return tmp_path, config, result
 
+
+def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, _, result = finished_run
     run_dir = tmp_path / "run"
-    assert result["final_step"] == 12
-    assert Path(result["model"]).name == "model.keras" and Path(result["model"]).exists()
+    work = run_dir / "runs" / result["run_id"]
+    assert result["run_path"] == str(work)
+    assert result["start_step"] == 0 and result["final_step"] == 12
+    assert (work / "train" / "ckpt-12.index").exists()
+    assert result["model"] == str(work / "averaged" / "model.keras") and Path(result["model"]).exists()
     assert (Path(result["export"]) / "saved_model.pb").exists()
-    scores = json.loads((run_dir / "evaluation" / "scores.json").read_text())
+    scores = json.loads((work / "evaluation" / "scores.json").read_text())
     assert scores["bleu"]["signature"].startswith("nrefs:1")
 
     state = json.loads((run_dir / "mlflow_run.json").read_text())
+    assert state["run_id"] == result["run_id"]
     client = MlflowClient(state["tracking_uri"])
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED"
@@ -75,6 +96,70 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(tmp_path, monkeypatch):
     assert {"hypotheses.txt", "references.txt", "scores.json"} <= evaluation
 
 
+def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, tmp_path,
+                                                                  monkeypatch):
+    # What the scheduled retraining deployment does: the same config again, later.
+    from mlflow.tracking import MlflowClient
+
+    from flows.translation import translation_pipeline
+
+    first_dir, config, first = finished_run
+    monkeypatch.chdir(first_dir)
+    first_checkpoints = sorted(p.name for p in (Path(first["run_path"]) / "train").iterdir())
+    second = translation_pipeline(str(config))
+
+    assert second["run_id"] != first["run_id"]
+    assert second["start_step"] == 0 and second["final_step"] == 12  # trained afresh
+    assert sorted(p.name for p in (Path(first["run_path"]) / "train").iterdir()) == \
+        first_checkpoints  # the first run's files are untouched
+    assert (first_dir / "run" / "latest").resolve() == Path(second["run_path"]).resolve()
+    client = MlflowClient(json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"])
+    for run_id in (first["run_id"], second["run_id"]):
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+
+
+def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from flows.translation import translation_pipeline
+
+    config = _write_config(tmp_path, train_steps=40, checkpoint_every_steps=8)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO),
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # Its own session: SIGKILL then reaches the temporary Prefect server the flow started too.
+    process = subprocess.Popen([sys.executable, "-m", "flows.translation", "--config", str(config)],
+                               cwd=tmp_path, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            if list((tmp_path / "run" / "runs").glob("*/train/ckpt-8.index")):
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, "the flow ended before it could be killed"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
+    client = MlflowClient(state["tracking_uri"])
+    assert client.get_run(state["run_id"]).info.status == "RUNNING"  # nobody could end it
+    checkpoints = sorted(int(p.stem.split("-")[1]) for p in
+                         (tmp_path / "run" / "runs" / state["run_id"] / "train").glob("ckpt-*.index"))
+    assert checkpoints and checkpoints[-1] >= 8
+
+    monkeypatch.chdir(tmp_path)
+    result = translation_pipeline(str(config))
+    assert result["run_id"] == state["run_id"]  # the same MLflow run, continued
+    assert result["start_step"] == checkpoints[-1] and result["final_step"] == 40
+    run = client.get_run(state["run_id"])
+    assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert {m.step for m in client.get_metric_history(state["run_id"], "loss")} == set(range(2, 41, 2))
+    assert len(list(client.search_runs([run.info.experiment_id]))) == 1
+
+
 def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
     from flows.translation import load_pipeline_config
 
@@ -82,6 +167,17 @@ def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match=r"train_steps=10 .*checkpoint_every_steps=10 saves 1 .*needs the last 3"):
         load_pipeline_config(path)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
+    from flows.translation import load_pipeline_config
+
+    path = _write_config(tmp_path)
+    config = yaml.safe_load(path.read_text())
+    config["evaluation"]["split"] = "tset"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"pipeline.yaml:evaluation: .*split must be one of .*'tset'"):
+        load_pipeline_config(path)
 
 
 def test_unknown_setting_names_the_file_and_key(tmp_path):
