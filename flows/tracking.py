@@ -7,6 +7,7 @@ fresh machine tracks experiments with nothing started by hand; set ``tracking_ur
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -83,8 +84,15 @@ class Tracker:
 
     def log_params(self, params: dict[str, Any]) -> None:
         existing = self.client.get_run(self.run_id).data.params
-        # A resumed run keeps its parameters; MLflow refuses to change a logged value.
-        fresh = [Param(k, v) for k, v in flatten(params).items() if k not in existing]
+        flat = flatten(params)
+        # A resumed run keeps its parameters; MLflow refuses to change a logged value. Settings
+        # changed since are said loudly: the run's record no longer describes all of it.
+        changed = {k: (existing[k], v) for k, v in flat.items() if k in existing and existing[k] != v}
+        if changed:
+            logger.warning("run %s resumes with changed settings (logged -> now): %s; they are "
+                           "recorded as tag 'changed_on_resume'", self.run_id, changed)
+            self.client.set_tag(self.run_id, "changed_on_resume", json.dumps(changed)[:5000])
+        fresh = [Param(k, v) for k, v in flat.items() if k not in existing]
         for i in range(0, len(fresh), 100):
             self.client.log_batch(self.run_id, params=fresh[i : i + 100])
 

@@ -29,6 +29,8 @@ class TrainingRecipe:
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
+    #: Multiplies the schedule of equation (3); 1.0 is the paper's.
+    learning_rate_scale: float = 1.0
 
 
 @dataclass(frozen=True)

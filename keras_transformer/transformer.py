@@ -276,17 +276,21 @@ class Transformer(keras.Model):
         *,
         label_smoothing=None,
         warmup_steps=None,
+        learning_rate_scale=None,
         **kwargs,
     ):
         """``keras.Model.compile`` with the paper's recipe for every argument left at "auto".
 
         optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up schedule (5.3); loss: label-smoothed
         cross-entropy over non-padding tokens (5.4); metrics: token accuracy and perplexity.
-        ``label_smoothing``/``warmup_steps`` default to the preset's recipe.
+        ``label_smoothing``, ``warmup_steps`` and ``learning_rate_scale`` (a factor on the
+        schedule) default to the preset's recipe.
         """
         recipe = self.training_recipe
         label_smoothing = recipe.label_smoothing if label_smoothing is None else label_smoothing
         warmup_steps = recipe.warmup_steps if warmup_steps is None else warmup_steps
+        if learning_rate_scale is None:
+            learning_rate_scale = recipe.learning_rate_scale
         if optimizer == "auto":
             optimizer = transformer_adam(
                 self.config.d_model,
@@ -294,6 +298,7 @@ class Transformer(keras.Model):
                 recipe.adam_beta_1,
                 recipe.adam_beta_2,
                 recipe.adam_epsilon,
+                scale=learning_rate_scale,
             )
         if loss == "auto":
             loss = LabelSmoothedCrossEntropy(label_smoothing, pad_id=self.config.pad_id)

@@ -115,8 +115,8 @@ class TrainConfig:
     its architecture (e.g. ``{num_layers: 1, dropout: 0.0}``); the vocabulary size comes from the
     tokenizer, not from here.
 
-    Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` default to the
-    preset; ``learning_rate_scale`` multiplies the schedule of equation (3).
+    Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` and
+    ``learning_rate_scale`` (a factor on the schedule of equation (3)) default to the preset.
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
     tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
     global (all replicas) count is within half an average batch of the budget, so a step holds
@@ -145,7 +145,7 @@ class TrainConfig:
     train_steps: int | None = None
     warmup_steps: int | None = None
     label_smoothing: float | None = None
-    learning_rate_scale: float = 1.0
+    learning_rate_scale: float | None = None
     tokens_per_step: int | None = None
     accumulation_batches: int | None = None
     checkpoint_dir: str = "runs/train"
@@ -191,7 +191,7 @@ class TrainConfig:
             fail("checkpoint_every_minutes", "must be positive (or null to disable)")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
             fail("label_smoothing", "must be in [0, 1)")
-        if self.learning_rate_scale <= 0:
+        if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:
             fail("initial_loss_scale", "must be >= 1")
@@ -222,6 +222,8 @@ class TrainConfig:
             "adam_beta_1": recipe.adam_beta_1,
             "adam_beta_2": recipe.adam_beta_2,
             "adam_epsilon": recipe.adam_epsilon,
+            "learning_rate_scale": (recipe.learning_rate_scale if self.learning_rate_scale is None
+                                    else self.learning_rate_scale),
             "checkpoints_to_average": preset.decoding.checkpoints_to_average,
         }
 
@@ -409,7 +411,7 @@ class _Trainer:
                 self.plan["adam_beta_1"],
                 self.plan["adam_beta_2"],
                 self.plan["adam_epsilon"],
-                scale=config.learning_rate_scale,
+                scale=self.plan["learning_rate_scale"],
             )
             self.trainable = list(self.model.trainable_variables)
             self.optimizer.build(self.trainable)

@@ -150,12 +150,17 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
                          (tmp_path / "run" / "runs" / state["run_id"] / "train").glob("ckpt-*.index"))
     assert checkpoints and checkpoints[-1] >= 8
 
+    # The rerun changes a setting: the continued run records that it did.
+    changed = yaml.safe_load(config.read_text())
+    changed["evaluation"]["max_sentences"] = 10
+    config.write_text(yaml.safe_dump(changed))
     monkeypatch.chdir(tmp_path)
     result = translation_pipeline(str(config))
     assert result["run_id"] == state["run_id"]  # the same MLflow run, continued
     assert result["start_step"] == checkpoints[-1] and result["final_step"] == 40
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert json.loads(run.data.tags["changed_on_resume"]) == {"evaluation.max_sentences": ["12", "10"]}
     assert {m.step for m in client.get_metric_history(state["run_id"], "loss")} == set(range(2, 41, 2))
     assert len(list(client.search_runs([run.info.experiment_id]))) == 1
 
