@@ -119,6 +119,14 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
         assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
 
 
+def latest_step(train_dir: Path) -> int:
+    """The step of the checkpoint a resume would start from (what the trainer looks up)."""
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(str(train_dir)) if train_dir.exists() else None
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
 def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
@@ -128,16 +136,21 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO),
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     # Its own session: SIGKILL then reaches the temporary Prefect server the flow started too.
-    process = subprocess.Popen([sys.executable, "-m", "flows.translation", "--config", str(config)],
-                               cwd=tmp_path, env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "killed_flow.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen([sys.executable, "-m", "flows.translation", "--config", str(config)],
+                                   cwd=tmp_path, env=env, start_new_session=True,
+                                   stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 600
+        reached = False
         while time.monotonic() < deadline and process.poll() is None:
-            if list((tmp_path / "run" / "runs").glob("*/train/ckpt-8.index")):
+            if any(latest_step(d) >= 8 for d in (tmp_path / "run" / "runs").glob("*/train")):
+                reached = True
                 break
             time.sleep(0.05)
-        assert process.poll() is None, "the flow ended before it could be killed"
+        assert reached and process.poll() is None, \
+            f"no checkpoint 8 while the flow ran:\n{log.read_text(errors='replace')[-4000:]}"
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
@@ -146,9 +159,8 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     client = MlflowClient(state["tracking_uri"])
     assert client.get_run(state["run_id"]).info.status == "RUNNING"  # nobody could end it
-    checkpoints = sorted(int(p.stem.split("-")[1]) for p in
-                         (tmp_path / "run" / "runs" / state["run_id"] / "train").glob("ckpt-*.index"))
-    assert checkpoints and checkpoints[-1] >= 8
+    resumable = latest_step(tmp_path / "run" / "runs" / state["run_id"] / "train")
+    assert resumable >= 8
 
     # The rerun changes a setting: the continued run records that it did.
     changed = yaml.safe_load(config.read_text())
@@ -157,7 +169,7 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     monkeypatch.chdir(tmp_path)
     result = translation_pipeline(str(config))
     assert result["run_id"] == state["run_id"]  # the same MLflow run, continued
-    assert result["start_step"] == checkpoints[-1] and result["final_step"] == 40
+    assert result["start_step"] == resumable and result["final_step"] == 40
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
     assert json.loads(run.data.tags["changed_on_resume"]) == {"evaluation.max_sentences": ["12", "10"]}
