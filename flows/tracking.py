@@ -96,6 +96,10 @@ class Tracker:
         for i in range(0, len(fresh), 100):
             self.client.log_batch(self.run_id, params=fresh[i : i + 100])
 
+    def logged_steps(self, key: str) -> set[int]:
+        """The steps at which metric ``key`` has been logged in this run."""
+        return {m.step for m in self.client.get_metric_history(self.run_id, key)}
+
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         import time
 

@@ -204,6 +204,14 @@ def train_task(
         vocabulary={"fingerprint": tokenizer.fingerprint, "size": tokenizer.vocab_size},
         on_step=on_step,
     )
+    # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
+    # checkpoint in the trainer's metrics file but not in MLflow: log them now.
+    logged = tracker.logged_steps("loss")
+    for record in result.history:
+        step = record["step"]
+        if step <= result.start_step and step not in logged and (
+                step % log_every_steps == 0 or any(k.startswith("val_") for k in record)):
+            tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=step)
     run_logger.info(
         "training reached step %d (started at %d) in %.0f s; validation %s",
         result.final_step, result.start_step, result.elapsed_seconds, result.validation,
