@@ -31,6 +31,9 @@ class TrainingRecipe:
     adam_epsilon: float = 1e-9
     #: Multiplies the schedule of equation (3); 1.0 is the paper's.
     learning_rate_scale: float = 1.0
+    #: Wall-clock budget of training in minutes (``None``: none); training stops at whichever
+    #: of ``train_steps`` and ``train_minutes`` comes first.
+    train_minutes: float | None = None
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,22 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict
         raise ConfigError(f"{source}: invalid {cls.__name__}: {err}") from err
 
 
-def load_config(cls: type[T], path: str | Path, *, section: str | None = None) -> T:
-    """Loads dataclass ``cls`` from a YAML file (optionally one top-level ``section`` of it)."""
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` applied, nested dicts merged key by key."""
+    out = dict(base)
+    for key, value in override.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if nested else value
+    return out
+
+
+def load_config(cls: type[T], path: str | Path, *, section: str | None = None,
+                overrides: dict[str, Any] | None = None) -> T:
+    """Loads dataclass ``cls`` from a YAML file (optionally one top-level ``section`` of it).
+
+    ``overrides`` (a nested dict) is merged into the file's settings before anything is built,
+    so defaults derived from one setting (paths under ``run_dir``) follow the overridden value.
+    """
     path = Path(path)
     try:
         with path.open(encoding="utf-8") as f:
@@ -86,6 +100,11 @@ def load_config(cls: type[T], path: str | Path, *, section: str | None = None) -
             raise ConfigError(f"{path}: no section '{section}' (sections: {sorted(data)})")
         data = data[section]
         source = f"{path}:{section}"
+    if overrides:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
+        data = merge(data, overrides)
+        source = f"{source} + overrides"
     return from_dict(cls, data, source=source)
 
 

@@ -74,6 +74,7 @@ from pipelines.distribution import (
     split_cpu,
     strategy_cluster_info,
 )
+from pipelines.training_budget import TrainingBudget
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,14 @@ class TrainConfig:
 
     Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` and
     ``learning_rate_scale`` (a factor on the schedule of equation (3)) default to the preset.
+    ``train_minutes`` (default: the preset's; 0 for none) is a wall-clock budget for the training
+    loop: training stops at whichever of ``train_steps`` and ``train_minutes`` comes first. The
+    budget counts steps and checkpoint writes, not validation; the seconds spent are checkpointed,
+    so a resumed run spends only what is left of the same budget. Equation (3) depends on the step
+    alone, so the schedule needs no knowledge of where the budget will end. Under a budget the
+    checkpoints to average (section 6.1) are spread evenly over the last ``average_window`` of
+    the run (by time or steps, whichever is further along), the last one at its end: the paper's
+    "last 5 checkpoints, written at 10-minute intervals" cover the final 7% of its 12 hours.
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
     tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
     global (all replicas) count is within half an average batch of the budget, so a step holds
@@ -143,6 +152,8 @@ class TrainConfig:
     preset: str = "demo"
     model: dict[str, Any] = field(default_factory=dict)
     train_steps: int | None = None
+    train_minutes: float | None = None
+    average_window: float = 0.1
     warmup_steps: int | None = None
     label_smoothing: float | None = None
     learning_rate_scale: float | None = None
@@ -187,6 +198,12 @@ class TrainConfig:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
                 fail(name, "must be a positive integer")
+        if self.train_minutes is not None and (isinstance(self.train_minutes, bool) or not isinstance(
+                self.train_minutes, (int, float)) or self.train_minutes < 0):
+            fail("train_minutes", "must be a number of minutes >= 0 (0: no time budget)")
+        if isinstance(self.average_window, bool) or not isinstance(self.average_window, (int, float)) \
+                or not 0 < self.average_window <= 1:
+            fail("average_window", "must be a fraction of the run in (0, 1]")
         if self.checkpoint_every_minutes is not None and self.checkpoint_every_minutes <= 0:
             fail("checkpoint_every_minutes", "must be positive (or null to disable)")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
@@ -211,8 +228,10 @@ class TrainConfig:
     def resolved(self) -> dict[str, Any]:
         preset = get_preset(self.preset)
         recipe = preset.training
+        minutes = recipe.train_minutes if self.train_minutes is None else self.train_minutes
         return {
             "train_steps": self.train_steps or recipe.train_steps,
+            "train_minutes": float(minutes) if minutes else None,
             "warmup_steps": self.warmup_steps or recipe.warmup_steps,
             "label_smoothing": (recipe.label_smoothing if self.label_smoothing is None
                                 else self.label_smoothing),
@@ -241,6 +260,8 @@ class TrainResult:
     validation: dict[str, float] | None
     model: Transformer = field(repr=False)
     elapsed_seconds: float = 0.0
+    #: Seconds of the training loop over all runs of this directory (what a budget counts).
+    train_seconds: float = 0.0
 
     @property
     def latest_checkpoint(self) -> str | None:
@@ -432,6 +453,8 @@ class _Trainer:
                 name="loss_scale", **counter)
             self.good_steps = tf.Variable(0, dtype=tf.int64, name="loss_scale_good_steps",
                                           **counter)
+            # Seconds of the time budget spent up to the checkpoint (see TrainConfig).
+            self.seconds_var = tf.Variable(0.0, dtype=tf.float64, name="train_seconds", **counter)
         self.checkpoint = tf.train.Checkpoint(
             model=model_weights_trackable(self.model),
             dropout_rng=dropout_rng_trackable(self.model),
@@ -440,6 +463,7 @@ class _Trainer:
             consumed_batches=self.consumed_var,
             loss_scale=self.loss_scale,
             loss_scale_good_steps=self.good_steps,
+            train_seconds=self.seconds_var,
         )
         keep = self.plan["keep_checkpoints"]
         # Non-chief workers get a throw-away manager per save (see save()).
@@ -639,6 +663,11 @@ class _Trainer:
         self.check_model_config()
         start_step = self.restore()
         train_steps = plan["train_steps"]
+        budget = TrainingBudget(train_steps, plan["train_minutes"], plan["checkpoints_to_average"],
+                                config.average_window, float(self.seconds_var.numpy()), start_step)
+        if budget.seconds:
+            logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(),
+                        budget.seconds / 60)
         history = read_metrics(self.directory, start_step) if self.is_chief else []
         if self.is_chief:
             # Drop records of steps after the checkpoint: they are recomputed below.
@@ -653,10 +682,14 @@ class _Trainer:
         validation = None
         metrics_file = (self.directory / METRICS_FILE).open("a", encoding="utf-8") \
             if self.is_chief else None
-        bar = tqdm(total=train_steps, initial=step, unit="step", desc="train",
+        # Under a time budget the bar counts minutes: the number of steps is not known.
+        bar = tqdm(total=round(budget.seconds / 60, 1) if budget.seconds else train_steps,
+                   initial=round(budget.spent() / 60, 1) if budget.seconds else step,
+                   unit="min" if budget.seconds else "step", desc="train",
                    disable=not (config.progress_bar and self.is_chief), dynamic_ncols=True)
+        out_of_time = self.agree(budget.out_of_time())
         try:
-            while step < train_steps:
+            while step < train_steps and not out_of_time:
                 tick = time.perf_counter()
                 totals = np.zeros(5, dtype=np.float64)
                 batches = 0
@@ -707,7 +740,8 @@ class _Trainer:
                 if (self.validation_data is not None and config.validate_every_steps
                         and step % config.validate_every_steps == 0 and step < train_steps
                         and self.is_chief):
-                    validation = self._validate()
+                    with budget.pause():
+                        validation = self._validate()
                     record.update({f"val_{k}": v for k, v in validation.items()})
                 if self.is_chief:
                     # Before the checkpoint: a kill in between leaves a record newer than the
@@ -721,14 +755,18 @@ class _Trainer:
                     late = (time.monotonic() - last_save_time
                             >= config.checkpoint_every_minutes * 60)
                     due = due or self.agree(late)
-                if due or step == train_steps:
+                if budget.seconds:
+                    due = self.agree(budget.averaging_checkpoint_due(step)) or due
+                    out_of_time = self.agree(budget.out_of_time())
+                if due or step == train_steps or out_of_time:
+                    self.seconds_var.assign(budget.spent())
                     self.save(step)
                     last_saved_step, last_save_time = step, time.monotonic()
                 if self.is_chief:
                     bar.set_postfix({"loss": f"{loss:.3f}",
                                      "tok/s": f"{record['tokens_per_second']:.0f}",
                                      "lr": f"{record['learning_rate']:.2e}"}, refresh=False)
-                    bar.update(1)
+                    bar.update(round(budget.spent() / 60 - bar.n, 1) if budget.seconds else 1)
                     if config.log_every and step % config.log_every == 0:
                         logger.info("step %d/%d loss %.4f acc %.3f lr %.3e tokens %d "
                                     "(%d batches) %.0f tok/s", step, train_steps, loss,
@@ -739,6 +777,7 @@ class _Trainer:
             if last_saved_step != step:
                 # A run that was already finished (or resumed at its end) still leaves its
                 # final state in a checkpoint.
+                self.seconds_var.assign(budget.spent())
                 self.save(step)
         finally:
             bar.close()
@@ -760,6 +799,7 @@ class _Trainer:
             validation=validation,
             model=self.model,
             elapsed_seconds=time.monotonic() - started,
+            train_seconds=float(self.seconds_var.numpy()),
         )
 
     # ---------------------------------------------------------------- helpers

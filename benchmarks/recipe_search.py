@@ -1,0 +1,134 @@
+"""Recipe search: training recipes compared at short, equal wall-clock budgets.
+
+    python benchmarks/recipe_search.py benchmarks/search/demo.yaml [--only a,b] [--minutes 4]
+
+The search file names a pipeline config, a budget in minutes and a list of variants, each a
+nested dict of overrides of that config (learning-rate scale, warm-up, tokens per step, model
+size, vocabulary, dropout, label smoothing, averaging window, beam and alpha, ...). Every variant
+runs through the real translation flow (``flows.translation``) with ``train.train_minutes`` set
+to the budget, so it trains, averages its last checkpoints and decodes with beam search exactly
+as the product does, and every run is an MLflow run (experiment ``recipe-search-<name>``, run
+name = variant name) in ``<out>/mlflow.db``. Variants run one after another in one process; the
+machine drifts, so each record keeps the tokens per second it reached and ``--repeats 2`` runs
+the list again in reverse order.
+
+Writes ``<out>/results.jsonl`` (one record per run, appended) and ``<out>/results.md`` (the
+table of every record so far) and prints the new records as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger("recipe_search")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_search(path: Path) -> dict[str, Any]:
+    search = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key in ("config", "variants"):
+        if key not in search:
+            raise SystemExit(f"{path}: missing '{key}'")
+    names = [v.get("name") for v in search["variants"]]
+    if None in names or len(set(names)) != len(names):
+        raise SystemExit(f"{path}: every variant needs a unique 'name'")
+    return search
+
+
+def run_variant(search: dict, variant: dict, minutes: float, out: Path, search_name: str) -> dict[str, Any]:
+    from flows.translation import translation_pipeline
+    from pipelines.config import merge
+
+    evaluation = {"split": "validation", "max_sentences": 300, **search.get("evaluation", {})}
+    fixed = {
+        "run_dir": str(out / "work"),
+        # The budget decides when training ends; train_steps is only a cap.
+        "train": {"train_minutes": minutes, "train_steps": 1_000_000, "progress_bar": False},
+        "evaluation": evaluation,
+        "export": False,
+        "tracking": {"experiment": f"recipe-search-{search_name}", "run_name": variant["name"],
+                     "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}"},
+    }
+    overrides = merge(fixed, variant.get("overrides", {}))
+    result = translation_pipeline(str(REPO / search["config"]), overrides)
+    metrics = [json.loads(line) for line in
+               (Path(result["run_path"]) / "train" / "metrics.jsonl").read_text().splitlines()]
+    final = metrics[-1]
+    scores = result["scores"]["metrics"]
+    return {
+        "search": search_name,
+        "name": variant["name"],
+        "overrides": variant.get("overrides", {}),
+        "budget_minutes": minutes,
+        "train_minutes": round(result["train_minutes"], 2),
+        "steps": result["final_step"],
+        "tokens_per_second": round(statistics.median(m["tokens_per_second"] for m in metrics), 1),
+        "target_tokens": int(sum(m["tokens"] for m in metrics)),
+        "val_loss": round(final.get("val_loss", float("nan")), 4),
+        "val_perplexity": round(final.get("val_perplexity", float("nan")), 2),
+        "bleu": round(scores["bleu"], 2),
+        "chrf": round(scores["chrf"], 2),
+        "mlflow_run_id": result["run_id"],
+    }
+
+
+def write_table(records: list[dict[str, Any]], path: Path) -> None:
+    columns = ["search", "name", "budget_minutes", "train_minutes", "steps", "tokens_per_second",
+               "val_loss", "val_perplexity", "bleu", "chrf", "overrides"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in records:
+        cells = [json.dumps(r[c], separators=(",", ":")) if c == "overrides" else str(r.get(c, ""))
+                 for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("search", type=Path, help="search YAML file (config, minutes, variants)")
+    parser.add_argument("--minutes", type=float, help="override the file's budget per variant")
+    parser.add_argument("--only", help="comma-separated variant names to run")
+    parser.add_argument("--repeats", type=int, default=1, help="run the list again, reversed")
+    parser.add_argument("--out", type=Path, help="default: runs/search-<file name>")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    search = load_search(args.search)
+    name = args.search.stem
+    out = args.out or REPO / "runs" / f"search-{name}"
+    out.mkdir(parents=True, exist_ok=True)
+    minutes = args.minutes or search.get("minutes", 4)
+    variants = search["variants"]
+    if args.only:
+        wanted = args.only.split(",")
+        variants = [v for v in variants if v["name"] in wanted]
+        if len(variants) != len(wanted):
+            raise SystemExit(f"--only: unknown variant(s) {set(wanted) - {v['name'] for v in variants}}")
+    order = []
+    for repeat in range(args.repeats):
+        order += variants if repeat % 2 == 0 else variants[::-1]
+    results_file = out / "results.jsonl"
+    new = []
+    for variant in order:
+        logger.info("variant %s: %s", variant["name"], variant.get("overrides", {}))
+        record = run_variant(search, variant, minutes, out, name)
+        new.append(record)
+        with results_file.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        records = [json.loads(line) for line in results_file.read_text().splitlines()]
+        write_table(records, out / "results.md")
+        logger.info("result: %s", record)
+    print(json.dumps(new, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Training under a wall-clock budget: it stops, checkpoints the final stretch for averaging, and
+a resumed run spends only what is left of the same budget."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from pipelines.config import ConfigError
+from pipelines.training import TrainConfig, train
+from pipelines.training_budget import TrainingBudget
+from tests.pipelines.conftest import tiny_config
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_budget_counts_time_and_not_pauses():
+    clock = FakeClock()
+    budget = TrainingBudget(1000, 1.0, 3, 0.5, clock=clock)
+    clock.now += 20
+    with budget.pause():
+        clock.now += 300
+    assert budget.spent() == pytest.approx(20)
+    assert not budget.out_of_time()
+    clock.now += 40
+    assert budget.out_of_time() and budget.remaining_minutes() == 0
+
+
+def test_budget_marks_spread_over_the_window_and_fire_once():
+    clock = FakeClock()
+    budget = TrainingBudget(1000, 1.0, 5, 0.2, clock=clock)
+    assert budget.marks == pytest.approx([0.8, 0.85, 0.9, 0.95])
+    clock.now += 47.0                                   # 0.78 of the budget
+    assert not budget.averaging_checkpoint_due(step=10)
+    clock.now += 1.0                                    # 0.80
+    assert budget.averaging_checkpoint_due(step=11)
+    assert not budget.averaging_checkpoint_due(step=12)
+    clock.now += 7.0                                    # 0.917: two marks at once, one save
+    assert budget.averaging_checkpoint_due(step=13)
+    assert budget.marks == pytest.approx([0.95])
+    # Steps count as progress too: a step cap reached first still fills the window.
+    assert budget.averaging_checkpoint_due(step=990)
+    assert budget.marks == []
+
+
+def test_resumed_budget_keeps_spent_time_and_skips_passed_marks():
+    budget = TrainingBudget(1000, 1.0, 3, 0.5, spent_seconds=40.0, clock=FakeClock())
+    assert budget.spent() == pytest.approx(40) and budget.remaining_minutes() == pytest.approx(1 / 3)
+    assert budget.marks == pytest.approx([0.75])        # 0.5 already passed before the restart
+    assert TrainingBudget(1000, None, 5, 0.1).marks == []
+
+
+def test_budget_settings_are_checked():
+    with pytest.raises(ConfigError, match="train_minutes"):
+        TrainConfig(train_minutes=-1)
+    with pytest.raises(ConfigError, match="train_minutes"):
+        TrainConfig(train_minutes="ten")
+    with pytest.raises(ConfigError, match="average_window"):
+        TrainConfig(average_window=0)
+    assert TrainConfig(train_minutes=0).resolved()["train_minutes"] is None
+    assert TrainConfig(train_minutes=2.5).resolved()["train_minutes"] == 2.5
+
+
+def checkpoint_seconds(path: str) -> float:
+    return float(tf.train.load_checkpoint(path).get_tensor("train_seconds/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+@pytest.mark.slow
+def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, train_dataset_fn,
+                                                                   tokenizer):
+    budget = 7.2                                        # seconds; the first step traces for ~2
+    config = tiny_config(tmp_path, train_steps=1_000_000, train_minutes=budget / 60,
+                         average_window=0.5, checkpoint_every_steps=None)
+    result = train(config, train_dataset_fn(), tokenizer.vocab_size)
+    assert budget <= result.train_seconds < budget + 2.0
+    assert result.final_step > 3
+    assert result.latest_checkpoint.endswith(f"ckpt-{result.final_step}")
+    # demo averages 3 checkpoints: marks at 50% and 75% of the budget, the last at its end.
+    newest = result.checkpoints[-3:]
+    seconds = [checkpoint_seconds(c) for c in newest]
+    assert seconds[0] >= 0.5 * budget and seconds[1] >= 0.75 * budget and seconds[2] >= budget
+    assert seconds == sorted(seconds)
+    # Steps under the budget are not limited by train_steps: the history is all there.
+    assert [r["step"] for r in result.history] == list(range(1, result.final_step + 1))
+
+
+@pytest.mark.slow
+def test_a_resumed_run_spends_only_the_rest_of_its_budget(tmp_path, train_dataset_fn, tokenizer):
+    budget = 7.2
+    minutes = budget / 60
+    first = train(tiny_config(tmp_path, train_steps=2, train_minutes=minutes),
+                  train_dataset_fn(), tokenizer.vocab_size)
+    assert first.final_step == 2 and first.train_seconds < budget
+    second = train(tiny_config(tmp_path, train_steps=1_000_000, train_minutes=minutes),
+                   train_dataset_fn(), tokenizer.vocab_size)
+    assert second.start_step == 2 and second.final_step > 2
+    # The clock went on from the first run's seconds: the total is the budget, not budget + first.
+    assert budget <= second.train_seconds < budget + 2.0
+    # Once spent, a rerun trains nothing and keeps the final checkpoint.
+    third = train(tiny_config(tmp_path, train_steps=1_000_000, train_minutes=minutes),
+                  train_dataset_fn(), tokenizer.vocab_size)
+    assert third.start_step == third.final_step == second.final_step
+    assert third.latest_checkpoint == second.latest_checkpoint
