@@ -180,10 +180,29 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
 def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
     from flows.translation import load_pipeline_config
 
-    path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10)
+    path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=0)
     with pytest.raises(ConfigError, match=r"train_steps=10 .*checkpoint_every_steps=10 saves 1 .*needs the last 3"):
         load_pipeline_config(path)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
+    from flows.translation import load_pipeline_config
+
+    # Under a budget the trainer saves the averaging checkpoints in the run's final stretch.
+    path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
+    assert load_pipeline_config(path).train.resolved()["train_minutes"] == 1
+
+
+def test_run_dir_override_moves_every_path(tmp_path):
+    from flows.translation import RUN_ID, load_pipeline_config
+
+    config = load_pipeline_config(REPO / "configs" / "demo.yaml", {"run_dir": str(tmp_path / "elsewhere")})
+    moved = tmp_path / "elsewhere"
+    assert Path(config.download.output_dir).parent == moved / "data"
+    assert Path(config.input.cache_dir) == moved / "cache"
+    assert Path(config.train.checkpoint_dir) == moved / "runs" / RUN_ID / "train"
+    assert config.tokenizer_dir == moved / "tokenizer"
 
 
 def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
