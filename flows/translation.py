@@ -237,8 +237,12 @@ def evaluate_task(model_path: str, tokenizer_path: str, corpus_dir: str, config:
 
     translator = Translator.from_files(model_path, tokenizer_path, decoding=get_preset(preset).decoding)
     result = evaluate(translator, Corpus.load(corpus_dir), config=config, output_dir=output_dir)
-    get_run_logger().info("evaluation on %d sentences: %s", result.num_sentences, result.metrics())
-    return {"metrics": result.metrics(), "scores": result.scores}
+    run_logger = get_run_logger()
+    run_logger.info("evaluation on %d sentences: %s", result.num_sentences, result.metrics())
+    examples = result.examples(3)
+    for example in examples:
+        run_logger.info("source: %s\n  reference:   %s\n  translation: %s", *example.values())
+    return {"metrics": result.metrics(), "scores": result.scores, "examples": examples}
 
 
 @task(name="export", retries=1, cache_policy=NO_CACHE)
@@ -341,7 +345,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         logger.error("%s", err)
         return 2
-    print(json.dumps(result, indent=2, default=str))  # the job's result, for the terminal
+    # The job's result, for the terminal: what was written where, the scores, three examples.
+    print(json.dumps(result, indent=2, default=str))
+    split = result["scores"]["scores"]["evaluation"]["split"]
+    print(f"\nExample translations ({split} split):")
+    for example in result["scores"]["examples"]:
+        print(f"  source:      {example['source']}\n  reference:   {example['reference']}\n"
+              f"  translation: {example['translation']}\n")
     return 0
 
 

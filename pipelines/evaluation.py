@@ -149,7 +149,29 @@ class EvalResult:
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for a metrics logger."""
-        return {"bleu": self.bleu, "chrf": self.chrf, "tokenized_bleu_compound_split": self.tokenized_bleu}
+        return {"bleu": self.bleu, "chrf": self.chrf, "tokenized_bleu_compound_split": self.tokenized_bleu,
+                "repeated_endings": self.scores.get("repeated_endings", {}).get("count", 0)}
+
+    def examples(self, n: int = 3) -> list[dict[str, str]]:
+        """The first ``n`` sentences with their reference and translation, to show a reader."""
+        files = {key: read_lines_like_sacrebleu(self.output_dir / name) for key, name in
+                 (("source", SOURCES_FILE), ("reference", REFERENCES_FILE), ("translation", HYPOTHESES_FILE))}
+        return [{key: lines[i] for key, lines in files.items()} for i in range(min(n, self.num_sentences))]
+
+
+#: A piece of up to 12 characters repeated at least 4 times at the end ("------", "der der der der").
+_REPEATED_ENDING = re.compile(r"(.{1,12}?)\1{3,}$", re.DOTALL)
+
+
+def ends_in_repetition(text: str) -> bool:
+    """Whether ``text`` ends in a run of one repeated piece, the mark of an undertrained decoder."""
+    text = text.rstrip()
+    # Words repeat with their separating space, which the last one lacks: try it both ways.
+    for candidate in (text, text + " "):
+        match = _REPEATED_ENDING.search(candidate)
+        if match and not match.group(1).strip().isdigit():  # "10000" is a number, not a stutter
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------- text handling
@@ -343,6 +365,8 @@ def evaluate(
     write_lines(output_dir / TOKENIZED_REFERENCES_FILE, [clean_line(paper_tokenize(r)) for r in references])
 
     scores = score_files(output_dir, config.width)
+    repeated = [i for i, h in enumerate(hypotheses) if ends_in_repetition(h)]
+    scores["repeated_endings"] = {"count": len(repeated), "lines": [i + 1 for i in repeated[:50]]}
     scores["evaluation"] = {
         "split": split,
         "language_pair": corpus.language_pair,

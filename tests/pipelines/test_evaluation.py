@@ -18,6 +18,7 @@ from pipelines.evaluation import (
     SOURCES_FILE,
     TOKENIZED_HYPOTHESES_FILE,
     EvalConfig,
+    ends_in_repetition,
     evaluate,
     paper_tokenize,
     read_lines_like_sacrebleu,
@@ -47,6 +48,8 @@ class ImperfectTranslator:
                 kept.append("„Extra-Wort“ ")  # unicode quotes, a compound and a trailing space
             if i % 7 == 0:
                 kept = kept[:1] + ["line\nbreak"] + kept[1:]
+            if i % 11 == 10:
+                kept.append("Entwicklungs-------")  # an undertrained decoder's stutter
             out.append(" ".join(kept))
         return out
 
@@ -95,8 +98,21 @@ def test_result_and_files(evaluated, ddtp_corpus):
     assert scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6}
     assert translator.calls == [{"beam_size": 2, "alpha": 0.6, "batch_size": 32}]
     assert result.metrics()["bleu"] == scores["bleu"]["score"]
+    assert scores["repeated_endings"] == {"count": 27, "lines": list(range(11, 301, 11))}
+    assert result.metrics()["repeated_endings"] == 27
+    assert result.examples(2) == [
+        {"source": s, "reference": r, "translation": h} for s, r, h in zip(
+            *(read_lines_like_sacrebleu(output_dir / f)[:2] for f in (SOURCES_FILE, REFERENCES_FILE, HYPOTHESES_FILE)))]
     # The two BLEU variants are different numbers on the same output.
     assert result.tokenized_bleu != pytest.approx(result.bleu)
+
+
+@pytest.mark.parametrize("text, repeated", [
+    ("Dieses Paket enthält die Entwicklungs-------", True), ("die die die die", True),
+    ("Datei Datei Datei Datei ", True), ("aaaa", True), ("Version 10000", False),
+    ("usw...", False), ("Bibliothek für Bibliothek", False), ("", False)])
+def test_ends_in_repetition(text, repeated):
+    assert ends_in_repetition(text) is repeated
 
 
 def test_paper_tokenization():

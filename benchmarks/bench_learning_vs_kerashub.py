@@ -1,0 +1,204 @@
+"""Learning per update and per second: our Transformer beside keras-hub's, on identical batches.
+
+    python benchmarks/bench_learning_vs_kerashub.py [--steps 300] [--variants tied,untied]
+
+Both models get the same batches (the bundled DDTP En-De corpus, our shared SentencePiece
+vocabulary, 64 sentences padded to 64 tokens: keras.io's recipe), the same optimizer (Adam at a
+constant 5e-4, beta_2 0.98, the baseline's), the same loss (cross-entropy per real target
+token, no label smoothing) and the same dropout; the steps alternate between the models, so
+the machine's drift hits both alike. keras-hub's model is the one of
+``../shared/baselines/kerashub_seq2seq/train.py``: learned positions, separate input, output and
+target embeddings. Ours is the ``cpu-small`` architecture with its variants (``tied``: the
+paper's shared, sqrt(d_model)-scaled embeddings, section 3.4; ``untied``: a separate
+pre-softmax projection; ``learned``: learned positions). Prints JSON (loss at checkpoints of
+the run, validation loss, seconds per step) and writes a PNG of loss per step and per second.
+Needs ``pip install keras-hub`` (optional benchmark dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import Transformer
+
+logger = logging.getLogger("bench_learning")
+VARIANTS = {
+    "tied": {},
+    "untied": {"tie_output_embeddings": False},
+    "learned": {"positional_encoding": "learned", "max_length": 128},
+}
+
+
+def kerashub_model(vocab, d_model, heads, ffn, layers, dropout, max_len):
+    import keras_hub
+
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    x = keras_hub.layers.TokenAndPositionEmbedding(vocab, max_len, d_model)(source)
+    for _ in range(layers):
+        x = keras_hub.layers.TransformerEncoder(ffn, heads, dropout=dropout)(
+            x, padding_mask=keras.ops.not_equal(source, 0))
+    y = keras_hub.layers.TokenAndPositionEmbedding(vocab, max_len, d_model)(target)
+    for _ in range(layers):
+        y = keras_hub.layers.TransformerDecoder(ffn, heads, dropout=dropout)(
+            decoder_sequence=y, encoder_sequence=x, decoder_padding_mask=keras.ops.not_equal(target, 0),
+            encoder_padding_mask=keras.ops.not_equal(source, 0))
+    y = keras.layers.Dropout(dropout)(y)
+    return keras.Model([source, target], keras.layers.Dense(vocab)(y), name="kerashub")
+
+
+def fixed_batches(corpus, split, tokenizer, batch, length, limit=None):
+    """keras.io style: every pair padded to ``length`` tokens, longer pairs dropped."""
+    pairs = list(corpus.pairs(split))
+    src = tokenizer.tokenize([s for s, _ in pairs]).to_list()
+    tgt = tokenizer.tokenize([t for _, t in pairs]).to_list()
+    rows = [(s + [tokenizer.eos_id], [tokenizer.bos_id] + t, t + [tokenizer.eos_id])
+            for s, t in zip(src, tgt) if len(s) < length and len(t) < length]
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(rows)) if split == "train" else np.arange(len(rows))
+    out = []
+    for start in range(0, len(order) - batch + 1, batch):
+        arrays = np.zeros((3, batch, length), np.int32)
+        for i, j in enumerate(order[start:start + batch]):
+            for k in range(3):
+                arrays[k, i, :len(rows[j][k])] = rows[j][k]
+        out.append(tuple(tf.constant(a) for a in arrays))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def step_functions(model, learning_rate):
+    optimizer = keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+
+    def token_loss(target_out, logits):
+        mask = tf.cast(target_out != 0, tf.float32)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(target_out, tf.cast(logits, tf.float32))
+        return tf.reduce_sum(losses * mask) / tf.reduce_sum(mask)
+
+    @tf.function(reduce_retracing=True)
+    def train_step(source, target_in, target_out):
+        with tf.GradientTape() as tape:
+            loss = token_loss(target_out, model([source, target_in], training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    @tf.function(reduce_retracing=True)
+    def eval_step(source, target_in, target_out):
+        return token_loss(target_out, model([source, target_in], training=False))
+
+    return train_step, eval_step
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--variants", default="tied", help=f"ours: comma list of {sorted(VARIANTS)}")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=1024)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--work-dir", type=Path, default=Path("runs/bench-learning"))
+    parser.add_argument("--plot", type=Path, help="PNG path (default: <work-dir>/learning.png)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    from pipelines.corpus import Corpus
+    from pipelines.download import DownloadConfig, download
+    from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
+
+    corpus = Corpus.load(download(DownloadConfig(source="ddtp", language_pair="en-de",
+                                                 output_dir=str(args.work_dir / "data"))))
+    model_path = train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size), args.work_dir / "tokenizer")
+    tokenizer = load_tokenizers(str(model_path))[0]
+    train = fixed_batches(corpus, "train", tokenizer, args.batch, args.length, limit=args.steps)
+    validation = fixed_batches(corpus, "validation", tokenizer, args.batch, args.length, limit=10)
+    vocab = tokenizer.vocab_size
+
+    arch = dict(num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, d_ff=args.ffn,
+                dropout=args.dropout)
+    # After tokenizing: seeding resets tensorflow_text resources (tensorflow/text#570).
+    keras.utils.set_random_seed(0)
+    models = {"kerashub": kerashub_model(vocab, args.d_model, args.heads, args.ffn, args.layers,
+                                         args.dropout, args.length)}
+    for name in args.variants.split(","):
+        models[f"ours-{name}"] = Transformer(vocab_size=vocab, **arch, **VARIANTS[name])
+    runs = {}
+    for name, model in models.items():
+        model([train[0][0], train[0][1]])
+        train_step, eval_step = step_functions(model, args.learning_rate)
+        train_step(*train[0])  # trace outside the clock (also the first update, for all alike)
+        runs[name] = {"train": train_step, "eval": eval_step, "params": model.count_params(),
+                      "loss": [], "seconds": [], "validation": []}
+    for step, batch in enumerate(train[1:], start=2):
+        for run in runs.values():
+            tick = time.perf_counter()
+            run["loss"].append(float(run["train"](*batch)))
+            run["seconds"].append(time.perf_counter() - tick)
+            if step % args.eval_every == 0:
+                run["validation"].append((step, float(np.mean([run["eval"](*b) for b in validation]))))
+        if step % args.eval_every == 0:
+            logger.info("step %d: %s", step, {n: round(r["validation"][-1][1], 3) for n, r in runs.items()})
+
+    def window(values, end, width=20):
+        return round(float(np.mean(values[max(end - width, 0):end])), 4)
+
+    marks = [m for m in (50, 100, 200, 300, 500, 1000) if m <= len(train) - 1]
+    report = {"setup": vars(args) | {"work_dir": str(args.work_dir), "plot": str(args.plot), "vocab": vocab},
+              "models": {}}
+    for name, run in runs.items():
+        report["models"][name] = {
+            "params": run["params"],
+            "seconds_per_step": round(float(np.median(run["seconds"])), 4),
+            "train_loss_at_step": {m: window(run["loss"], m) for m in marks},
+            "validation_loss": dict(run["validation"]),
+        }
+    hub = report["models"]["kerashub"]["seconds_per_step"]
+    for entry in report["models"].values():
+        entry["speed_vs_kerashub"] = round(hub / entry["seconds_per_step"], 3)
+    plot(runs, args.plot or args.work_dir / "learning.png")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+def plot(runs, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, run in runs.items():
+        width = min(10, len(run["loss"]))
+        smooth = np.convolve(run["loss"], np.ones(width) / width, mode="valid")
+        by_step.plot(np.arange(len(smooth)) + width + 1, smooth, label=name)
+        by_time.plot(np.cumsum(run["seconds"])[width - 1:], smooth, label=name)
+    by_step.set(xlabel="update", ylabel="training loss (nats/token)", title="per update")
+    by_time.set(xlabel="seconds of training", title="per second")
+    by_step.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
