@@ -1,0 +1,1 @@
+"""Tasks beyond translation that the paper evaluates the Transformer on (section 6.3: constituency parsing)."""

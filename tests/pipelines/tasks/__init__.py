@@ -1,0 +1,1 @@
+"""Tests of the tasks beyond translation (pipelines/tasks)."""

@@ -1,0 +1,1 @@
+"""Tests of the constituency-parsing task (pipelines/tasks/parsing)."""
