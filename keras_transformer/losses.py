@@ -22,12 +22,13 @@ def label_smoothed_nll(labels, logits, label_smoothing=0.1, pad_id=0):
     logits = ops.cast(logits, "float32")
     labels = ops.cast(labels, "int32")
     vocab_size = ops.shape(logits)[-1]
-    log_probs = ops.log_softmax(logits, axis=-1)
-    reference = ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
-    nll = -reference
+    # The fused sparse cross-entropy: its gradient is softmax - one_hot, computed in place. Taking
+    # the reference entry out of log_softmax instead scatters a dense [tokens, vocab] gradient.
+    nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     if label_smoothing:
         off_value = label_smoothing / ops.cast(vocab_size - 1, "float32")
-        total = -ops.sum(log_probs, axis=-1)
+        # -sum_j log p_j = V * logsumexp(logits) - sum_j logits_j, without a [.., vocab] log_softmax.
+        total = ops.cast(vocab_size, "float32") * ops.logsumexp(logits, axis=-1) - ops.sum(logits, axis=-1)
         nll = (1.0 - label_smoothing) * nll + off_value * (total - nll)
     mask = ops.cast(ops.not_equal(labels, pad_id), "float32")
     return nll * mask, mask

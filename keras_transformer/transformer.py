@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 from keras import ops
 
@@ -44,11 +46,14 @@ class Transformer(keras.Model):
     callable separately; ``decode`` takes a cache from ``init_cache`` for incremental decoding.
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, training_recipe=None, **kwargs):
         config_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in TransformerConfig.field_names()}
         super().__init__(**kwargs)
         self.config = TransformerConfig(**config_kwargs)
-        self.training_recipe = TrainingRecipe()
+        # compile()'s defaults; part of get_config(), so a reloaded model compiles the same way.
+        if isinstance(training_recipe, dict):
+            training_recipe = TrainingRecipe(**training_recipe)
+        self.training_recipe = training_recipe or TrainingRecipe()
         c = self.config
         policy = self.dtype_policy
 
@@ -103,7 +108,7 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_preset(cls, name, vocab_size=None, **overrides):
-        """A new, untrained model of preset ``name`` (see ``keras_transformer.preset_names()``).
+        """A new, untrained, built model of preset ``name`` (``keras_transformer.preset_names()``).
 
         ``overrides`` replace architecture settings (``num_layers=2``, ``dropout=0.0``, ...);
         ``dtype`` (e.g. ``"mixed_bfloat16"``) and ``name`` go to ``keras.Model``; the preset's
@@ -114,8 +119,8 @@ class Transformer(keras.Model):
             overrides["vocab_size"] = vocab_size
         layer_kwargs = {k: overrides.pop(k) for k in ("dtype", "name") if k in overrides}
         config = preset.model_config(**overrides)
-        model = cls(**config.to_dict(), **layer_kwargs)
-        model.training_recipe = preset.training
+        model = cls(**config.to_dict(), training_recipe=preset.training, **layer_kwargs)
+        model.build()  # count_params() and summary() work at once, as keras-hub's presets do
         return model
 
     def build(self, input_shape=None):
@@ -317,6 +322,7 @@ class Transformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update(self.config.to_dict())
+        config["training_recipe"] = dataclasses.asdict(self.training_recipe)
         return config
 
     @classmethod

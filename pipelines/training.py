@@ -424,7 +424,10 @@ class _Trainer:
             else:
                 kwargs = {} if policy is None else {"dtype": policy}
                 self.model = Transformer(**self.model_config.to_dict(), **kwargs)
-            self.model.training_recipe = get_preset(config.preset).training
+            # The recipe this run trains with, so that a saved model compiles with it again.
+            self.model.training_recipe = dataclasses.replace(
+                get_preset(config.preset).training,
+                **{k: self.plan[k] for k in ("warmup_steps", "label_smoothing", "learning_rate_scale")})
             self.model.build()
             self.optimizer = transformer_adam(
                 self.model_config.d_model,

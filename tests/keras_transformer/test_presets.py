@@ -20,7 +20,6 @@ def test_every_preset_the_issue_names_exists():
 def test_parameter_count_matches_table_3(name):
     """At the paper's ~37k shared vocabulary every row is within 8% of Table 3's column."""
     model = Transformer.from_preset(name, vocab_size=37000)
-    model.build()
     paper = get_preset(name).paper_params_millions * 1e6
     assert abs(model.count_params() - paper) / paper < 0.08, (name, model.count_params(), paper)
 

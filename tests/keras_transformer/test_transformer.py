@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import Transformer
+from keras_transformer.schedules import TransformerSchedule
 
 VOCAB = 200
 
@@ -130,6 +131,22 @@ def test_keras_save_and_load_round_trip(tmp_path, overrides):
     assert loaded.config == model.config
     np.testing.assert_array_equal(np.asarray(loaded((source, target))), expected)
     assert loaded.optimizer is not None and loaded.loss is not None
+
+
+def test_from_preset_is_built_and_its_recipe_survives_save_and_load(tmp_path):
+    model = Transformer.from_preset("cpu-small", vocab_size=VOCAB, num_layers=1)
+    assert model.built and model.count_params() > 0  # no build() call needed, as in keras-hub
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path, compile=False)
+    assert loaded.training_recipe == model.training_recipe
+    assert loaded.training_recipe.learning_rate_scale != 1.0  # cpu-small's, not the paper's
+    loaded.compile()
+    recipe = model.training_recipe
+    expected = TransformerSchedule(model.config.d_model, recipe.warmup_steps, recipe.learning_rate_scale)(0)
+    paper = TransformerSchedule(model.config.d_model, recipe.warmup_steps)(0)
+    assert float(loaded.optimizer.learning_rate) == pytest.approx(float(expected))
+    assert float(expected) != pytest.approx(float(paper))
 
 
 def test_mixed_bfloat16_keeps_logits_in_float32():
