@@ -59,6 +59,36 @@ def kerashub_model(vocab, d_model, heads, ffn, layers, dropout, max_len):
     return keras.Model([source, target], keras.layers.Dense(vocab)(y), name="kerashub")
 
 
+def step_flops(batch, length, vocab, d_model, ffn, layers):
+    """Matmul FLOPs of one training step (forward + backward = 3x forward) on padded batches.
+
+    Per token, each weight does a multiply-add (2 FLOPs) forward; attention adds QK^T and AV.
+    Both models have the same matmuls (keras-hub's untied output layer costs what the tied one does).
+    """
+    tokens = batch * length
+    encoder = layers * (4 * d_model**2 + 2 * d_model * ffn) * tokens
+    decoder = layers * (8 * d_model**2 + 2 * d_model * ffn) * tokens
+    output = d_model * vocab * tokens
+    attention = 3 * layers * 2 * batch * length * length * d_model  # enc self, dec self, cross
+    return 3 * 2 * (encoder + decoder + output + attention)
+
+
+def matmul_peak(size=2048, repeats=10) -> float:
+    """FLOP/s of one float32 ``size``^3 matmul per call, the best of ``repeats``."""
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    matmul = tf.function(lambda x, y: tf.matmul(x, y))
+    matmul(a, b).numpy()
+    best = min(_timed(lambda: matmul(a, b).numpy()) for _ in range(repeats))
+    return 2 * size**3 / best
+
+
+def _timed(fn) -> float:
+    tick = time.perf_counter()
+    fn()
+    return time.perf_counter() - tick
+
+
 def fixed_batches(corpus, split, tokenizer, batch, length, limit=None):
     """keras.io style: every pair padded to ``length`` tokens, longer pairs dropped."""
     pairs = list(corpus.pairs(split))
@@ -118,6 +148,8 @@ def main(argv=None) -> int:
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench-learning"))
+    parser.add_argument("--corpus-dir", type=Path, help="a prepared corpus (default: the bundled DDTP En-De)")
+    parser.add_argument("--tokenizer", type=Path, help="a SentencePiece model (default: trained here)")
     parser.add_argument("--plot", type=Path, help="PNG path (default: <work-dir>/learning.png)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -126,9 +158,10 @@ def main(argv=None) -> int:
     from pipelines.download import DownloadConfig, download
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
 
-    corpus = Corpus.load(download(DownloadConfig(source="ddtp", language_pair="en-de",
-                                                 output_dir=str(args.work_dir / "data"))))
-    model_path = train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size), args.work_dir / "tokenizer")
+    corpus = Corpus.load(args.corpus_dir or download(DownloadConfig(
+        source="ddtp", language_pair="en-de", output_dir=str(args.work_dir / "data"))))
+    model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
+                                                   args.work_dir / "tokenizer")
     tokenizer = load_tokenizers(str(model_path))[0]
     train = fixed_batches(corpus, "train", tokenizer, args.batch, args.length, limit=args.steps)
     validation = fixed_batches(corpus, "validation", tokenizer, args.batch, args.length, limit=10)
@@ -173,8 +206,12 @@ def main(argv=None) -> int:
             "validation_loss": dict(run["validation"]),
         }
     hub = report["models"]["kerashub"]["seconds_per_step"]
+    flops = step_flops(args.batch, args.length, vocab, args.d_model, args.ffn, args.layers)
+    peak = matmul_peak()
+    report["matmul_peak_gflops"] = round(peak / 1e9, 1)
     for entry in report["models"].values():
         entry["speed_vs_kerashub"] = round(hub / entry["seconds_per_step"], 3)
+        entry["mfu"] = round(flops / entry["seconds_per_step"] / peak, 3)
     plot(runs, args.plot or args.work_dir / "learning.png")
     print(json.dumps(report, indent=1))
     return 0

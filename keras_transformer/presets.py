@@ -34,6 +34,9 @@ class TrainingRecipe:
     #: Wall-clock budget of training in minutes (``None``: none); training stops at whichever
     #: of ``train_steps`` and ``train_minutes`` comes first.
     train_minutes: float | None = None
+    #: The rate falls linearly to zero over this last fraction of the run (``None``: equation
+    #: (3) alone, as in the paper).
+    decay_fraction: float | None = None
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,8 @@ class TrainConfig:
     checkpoints to average (section 6.1) are spread evenly over the last ``average_window`` of
     the run (by time or steps, whichever is further along), the last one at its end: the paper's
     "last 5 checkpoints, written at 10-minute intervals" cover the final 7% of its 12 hours.
+    ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
+    zero over that last fraction of the run, measured the same way.
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
     tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
     global (all replicas) count is within half an average batch of the budget, so a step holds
@@ -154,6 +156,7 @@ class TrainConfig:
     train_steps: int | None = None
     train_minutes: float | None = None
     average_window: float = 0.1
+    decay_fraction: float | None = None
     warmup_steps: int | None = None
     label_smoothing: float | None = None
     learning_rate_scale: float | None = None
@@ -204,6 +207,9 @@ class TrainConfig:
         if isinstance(self.average_window, bool) or not isinstance(self.average_window, (int, float)) \
                 or not 0 < self.average_window <= 1:
             fail("average_window", "must be a fraction of the run in (0, 1]")
+        if self.decay_fraction is not None and (isinstance(self.decay_fraction, bool) or not isinstance(
+                self.decay_fraction, (int, float)) or not 0 <= self.decay_fraction <= 1):
+            fail("decay_fraction", "must be a fraction of the run in [0, 1] (0: no decay to zero)")
         if self.checkpoint_every_minutes is not None and self.checkpoint_every_minutes <= 0:
             fail("checkpoint_every_minutes", "must be positive (or null to disable)")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
@@ -232,6 +238,8 @@ class TrainConfig:
         return {
             "train_steps": self.train_steps or recipe.train_steps,
             "train_minutes": float(minutes) if minutes else None,
+            "decay_fraction": (recipe.decay_fraction if self.decay_fraction is None
+                               else self.decay_fraction) or None,
             "warmup_steps": self.warmup_steps or recipe.warmup_steps,
             "label_smoothing": (recipe.label_smoothing if self.label_smoothing is None
                                 else self.label_smoothing),
@@ -436,6 +444,7 @@ class _Trainer:
                 self.plan["adam_beta_2"],
                 self.plan["adam_epsilon"],
                 scale=self.plan["learning_rate_scale"],
+                decay_fraction=self.plan["decay_fraction"],
             )
             self.trainable = list(self.model.trainable_variables)
             self.optimizer.build(self.trainable)
@@ -624,6 +633,13 @@ class _Trainer:
 
         self.any_worker = any_worker
 
+        @tf.function(input_signature=[tf.TensorSpec((), tf.float32)], autograph=False)
+        def mean_over_workers(value):
+            per_replica = strategy.run(tf.identity, args=(value,))
+            return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+        self.mean_over_workers = mean_over_workers
+
     # ---------------------------------------------------------------- the loop
 
     def step_complete(self, batches: int, tokens: float) -> bool:
@@ -718,6 +734,8 @@ class _Trainer:
                     self._shrink_loss_scale(next_step)
                     self.reset()
                     continue
+                if self.plan["decay_fraction"]:
+                    self._set_progress(budget.progress(step))
                 # The rate this update uses: the schedule at the iterations done so far.
                 learning_rate = float(self.optimizer.learning_rate.numpy())
                 self.apply(tf.constant(tokens, tf.float32))
@@ -759,7 +777,10 @@ class _Trainer:
                             >= config.checkpoint_every_minutes * 60)
                     due = due or self.agree(late)
                 if budget.seconds:
-                    due = self.agree(budget.averaging_checkpoint_due(step)) or due
+                    # In the averaging window only its marks save: the newest k checkpoints are
+                    # then evenly spread over it.
+                    in_window = self.agree(budget.in_window(step))
+                    due = self.agree(budget.averaging_checkpoint_due(step)) or (due and not in_window)
                     out_of_time = self.agree(budget.out_of_time())
                 if due or step == train_steps or out_of_time:
                     self.seconds_var.assign(budget.spent())
@@ -806,6 +827,13 @@ class _Trainer:
         )
 
     # ---------------------------------------------------------------- helpers
+
+    def _set_progress(self, progress: float) -> None:
+        # Workers' clocks differ; the rate must not: every worker takes the mean.
+        if self.cluster.num_workers > 1:
+            progress = float(self.mean_over_workers(tf.constant(progress, tf.float32)))
+        # Keras keeps the schedule of an optimizer only in this attribute.
+        self.optimizer._learning_rate.progress.assign(progress)
 
     def _latest(self) -> str | None:
         return self.manager.latest_checkpoint if self.is_chief else None

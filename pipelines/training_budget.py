@@ -10,7 +10,7 @@ Section 6.1 averages the last 5 (base) or 20 (big) checkpoints, "written at 10-m
 intervals": the last 50 minutes of a 12-hour run. Under a budget of an hour or less, checkpoints
 every 10 minutes would average the model of minute 20 into the model of minute 60, so the
 checkpoints to average are spread over the last ``window`` of the run instead, the last one at
-its end.
+its end, and periodic checkpoints stop there, so the newest k checkpoints are exactly those.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class TrainingBudget:
         self.started = clock()
         self.paused = 0.0
         k = max(int(checkpoints_to_average), 1)
+        self.window_start = 1.0 - window if k > 1 else 1.0
         self.marks = ([1.0 - window * (k - 1 - i) / (k - 1) for i in range(k - 1)]
                       if self.seconds and k > 1 else [])
         # A resumed run does not re-save for marks its checkpoints already passed.
@@ -65,6 +66,10 @@ class TrainingBudget:
 
     def out_of_time(self) -> bool:
         return self.seconds is not None and self.spent() >= self.seconds
+
+    def in_window(self, step: int) -> bool:
+        """Whether the run is in its averaging window (periodic saves would crowd it)."""
+        return bool(self.seconds) and self.progress(step) >= self.window_start
 
     def averaging_checkpoint_due(self, step: int) -> bool:
         """True once per mark passed (several marks passed at once count as one)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
+from keras_transformer.schedules import LinearDecayTail, TransformerSchedule
 from pipelines.config import ConfigError
 from pipelines.training import TrainConfig, train
 from pipelines.training_budget import TrainingBudget
-from tests.pipelines.conftest import tiny_config
+from tests.pipelines.conftest import TINY_MODEL, tiny_config
 
 
 class FakeClock:
@@ -37,8 +38,9 @@ def test_budget_marks_spread_over_the_window_and_fire_once():
     budget = TrainingBudget(1000, 1.0, 5, 0.2, clock=clock)
     assert budget.marks == pytest.approx([0.8, 0.85, 0.9, 0.95])
     clock.now += 47.0                                   # 0.78 of the budget
-    assert not budget.averaging_checkpoint_due(step=10)
+    assert not budget.averaging_checkpoint_due(step=10) and not budget.in_window(step=10)
     clock.now += 1.0                                    # 0.80
+    assert budget.in_window(step=11)
     assert budget.averaging_checkpoint_due(step=11)
     assert not budget.averaging_checkpoint_due(step=12)
     clock.now += 7.0                                    # 0.917: two marks at once, one save
@@ -67,6 +69,18 @@ def test_budget_settings_are_checked():
     assert TrainConfig(train_minutes=2.5).resolved()["train_minutes"] == 2.5
 
 
+def test_linear_decay_tail_follows_the_progress_it_is_given():
+    base = TransformerSchedule(64, warmup_steps=10)
+    schedule = LinearDecayTail(base, 0.25)
+    for progress, factor in ((0.0, 1.0), (0.75, 1.0), (0.875, 0.5), (1.0, 0.0), (1.3, 0.0)):
+        schedule.progress.assign(progress)
+        assert float(schedule(40)) == pytest.approx(factor * float(base(40)))
+    restored = LinearDecayTail.from_config(schedule.get_config())
+    assert restored.fraction == 0.25 and restored.schedule.get_config() == base.get_config()
+    with pytest.raises(ConfigError, match="decay_fraction"):
+        TrainConfig(decay_fraction=1.5)
+
+
 def checkpoint_seconds(path: str) -> float:
     return float(tf.train.load_checkpoint(path).get_tensor("train_seconds/.ATTRIBUTES/VARIABLE_VALUE"))
 
@@ -76,7 +90,7 @@ def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, tra
                                                                    tokenizer):
     budget = 7.2                                        # seconds; the first step traces for ~2
     config = tiny_config(tmp_path, train_steps=1_000_000, train_minutes=budget / 60,
-                         average_window=0.5, checkpoint_every_steps=None)
+                         average_window=0.5, checkpoint_every_steps=3, decay_fraction=0.5)
     result = train(config, train_dataset_fn(), tokenizer.vocab_size)
     assert budget <= result.train_seconds < budget + 2.0
     assert result.final_step > 3
@@ -84,8 +98,16 @@ def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, tra
     # demo averages 3 checkpoints: marks at 50% and 75% of the budget, the last at its end.
     newest = result.checkpoints[-3:]
     seconds = [checkpoint_seconds(c) for c in newest]
-    assert seconds[0] >= 0.5 * budget and seconds[1] >= 0.75 * budget and seconds[2] >= budget
+    # The marks' checkpoints, not the every-3-steps ones, which stop in the window.
+    assert 0.5 * budget <= seconds[0] < 0.75 * budget <= seconds[1] < budget <= seconds[2]
     assert seconds == sorted(seconds)
+    # The rate fell linearly to (nearly) zero over the last half of the budget.
+    plan = config.resolved()
+    factors = [record["learning_rate"] / float(TransformerSchedule(
+        TINY_MODEL["d_model"], plan["warmup_steps"], plan["learning_rate_scale"])(record["step"] - 1))
+        for record in result.history]
+    assert factors[1] > 0.5 and factors[-1] < 0.1  # step 2 comes after ~2 s of tracing
+    assert factors == sorted(factors, reverse=True)
     # Steps under the budget are not limited by train_steps: the history is all there.
     assert [r["step"] for r in result.history] == list(range(1, result.final_step + 1))
 

@@ -1,0 +1,80 @@
+"""Every benchmark script runs at tiny sizes and prints what its README figures come from, so
+none can rot between the occasions it is run for real. Speed is not asserted (benchmarks/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+
+
+def run_json(*argv, cwd=REPO, timeout=600):
+    done = subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, env=ENV, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The JSON is the last thing printed; a library may have printed lines before it.
+    lines = done.stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line in ("{", "[") or line.startswith(("{", "[")))
+    return json.loads("\n".join(lines[start:]))
+
+
+@pytest.mark.slow
+def test_learning_benchmark_compares_both_models_on_identical_batches(ddtp_corpus, tokenizer_model, tmp_path):
+    report = run_json(REPO / "benchmarks" / "bench_learning_vs_kerashub.py", "--steps", 8, "--eval-every", 4,
+                      "--d-model", 32, "--ffn", 64, "--layers", 1, "--heads", 2, "--batch", 8,
+                      "--variants", "tied,untied", "--corpus-dir", ddtp_corpus.directory,
+                      "--tokenizer", tokenizer_model, "--work-dir", tmp_path)
+    assert set(report["models"]) == {"kerashub", "ours-tied", "ours-untied"}
+    for entry in report["models"].values():
+        assert sorted(entry["validation_loss"]) == ["4", "8"]
+        assert 0 < entry["mfu"] < 1 and entry["seconds_per_step"] > 0
+    assert report["models"]["kerashub"]["speed_vs_kerashub"] == 1.0
+    assert report["matmul_peak_gflops"] > 0
+    assert (tmp_path / "learning.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
+    search = {
+        "config": "configs/demo.yaml",
+        "evaluation": {"max_sentences": 8, "max_length_offset": 5},
+        "variants": [{"name": "tiny", "overrides": {
+            "tokenizer": {"vocab_size": 1000, "input_sentence_size": 20000},
+            "input": {"tokens_per_batch": 1024, "max_length": 48},
+            "train": {"model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
+                      "validation_max_batches": 2}}}],
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(search))
+    records = run_json(REPO / "benchmarks" / "recipe_search.py", path, "--minutes", 0.1, "--out", tmp_path / "out")
+    (record,) = records
+    assert record["name"] == "tiny" and record["steps"] > 0
+    assert 0.1 <= record["train_minutes"] < 0.1 + 0.1
+    assert {"bleu", "chrf", "val_loss", "mlflow_run_id"} <= set(record)
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| tiny |" in table
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
+    run = client.get_run(record["mlflow_run_id"])
+    assert run.info.run_name == "tiny" and run.data.metrics["train_minutes"] >= 0.1
+
+
+def test_baseline_tsv_holds_our_splits(ddtp_corpus, tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from write_baseline_tsv import main
+    finally:
+        sys.path.pop(0)
+    assert main([str(ddtp_corpus.directory), str(tmp_path)]) == 0
+    rows = [line.split("\t") for line in (tmp_path / "test.tsv").read_text("utf-8").splitlines()]
+    assert rows == [[s, t] for s, t in ddtp_corpus.pairs("test")]
+    assert len((tmp_path / "train.tsv").read_text("utf-8").splitlines()) == ddtp_corpus.counts["train"]
