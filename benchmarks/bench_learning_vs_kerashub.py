@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         return round(float(np.mean(values[max(end - width, 0):end])), 4)
 
     marks = [m for m in (50, 100, 200, 300, 500, 1000) if m <= len(train) - 1]
-    report = {"setup": vars(args) | {"work_dir": str(args.work_dir), "plot": str(args.plot), "vocab": vocab},
+    report = {"setup": vars(args) | {"vocab": vocab},
               "models": {}}
     for name, run in runs.items():
         report["models"][name] = {
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
         entry["speed_vs_kerashub"] = round(hub / entry["seconds_per_step"], 3)
         entry["mfu"] = round(flops / entry["seconds_per_step"] / peak, 3)
     plot(runs, args.plot or args.work_dir / "learning.png")
-    print(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1, default=str))
     return 0
 
 

@@ -54,10 +54,11 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(search))
-    records = run_json(REPO / "benchmarks" / "recipe_search.py", path, "--minutes", 0.1, "--out", tmp_path / "out")
+    records = run_json(REPO / "benchmarks" / "recipe_search.py", path, "--minutes", 0.3, "--out", tmp_path / "out")
     (record,) = records
     assert record["name"] == "tiny" and record["steps"] > 0
-    assert 0.1 <= record["train_minutes"] < 0.1 + 0.1
+    # The budget (long enough for the averaging window's 3 checkpoints after ~5 s of tracing).
+    assert 0.3 <= record["train_minutes"] < 0.3 + 0.1
     assert {"bleu", "chrf", "val_loss", "mlflow_run_id"} <= set(record)
     table = (tmp_path / "out" / "results.md").read_text()
     assert "| tiny |" in table
@@ -65,7 +66,7 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
     run = client.get_run(record["mlflow_run_id"])
-    assert run.info.run_name == "tiny" and run.data.metrics["train_minutes"] >= 0.1
+    assert run.info.run_name == "tiny" and run.data.metrics["train_minutes"] >= 0.3
 
 
 def test_baseline_tsv_holds_our_splits(ddtp_corpus, tmp_path):
