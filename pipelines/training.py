@@ -790,7 +790,10 @@ class _Trainer:
                     bar.set_postfix({"loss": f"{loss:.3f}",
                                      "tok/s": f"{record['tokens_per_second']:.0f}",
                                      "lr": f"{record['learning_rate']:.2e}"}, refresh=False)
-                    bar.update(round(budget.spent() / 60 - bar.n, 1) if budget.seconds else 1)
+                    if budget.seconds:
+                        bar.n = min(round(budget.spent() / 60, 1), bar.total)  # no float drift
+                        bar.set_description(f"train step {step}", refresh=False)
+                    bar.update(0 if budget.seconds else 1)
                     if config.log_every and step % config.log_every == 0:
                         logger.info("step %d/%d loss %.4f acc %.3f lr %.3e tokens %d "
                                     "(%d batches) %.0f tok/s", step, train_steps, loss,
