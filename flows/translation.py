@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.tracking import Tracker, TrackingConfig
 from pipelines.averaging import AveragingConfig
 from pipelines.config import ConfigError, load_config, to_dict
+from pipelines.corpus import atomic_write_bytes
 from pipelines.download import DownloadConfig
 from pipelines.evaluation import EvalConfig
 from pipelines.input_pipeline import InputConfig
@@ -120,6 +122,19 @@ class RunPaths:
     averaged: Path
     evaluation: Path
     export: Path
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The MLflow run a previous flow run of this ``run_dir`` left (``{}`` if none)."""
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not isinstance(state.get("run_id"), str):
+            raise ValueError("no 'run_id'")
+    except ValueError as err:
+        raise ConfigError(f"{path} is damaged ({err}); delete it to start a new MLflow run") from err
+    return state
 
 
 def point_latest_at(link: Path, target: Path) -> None:
@@ -273,15 +288,22 @@ def translation_pipeline(config_path: str = "configs/demo.yaml", overrides: dict
     """
     config = load_pipeline_config(config_path, overrides)
     run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"run_dir={config.run_dir!r}: cannot create it ({err})") from err
+    if not os.access(run_dir, os.W_OK):
+        raise ConfigError(f"run_dir={config.run_dir!r}: not writable")
     state_file = run_dir / "mlflow_run.json"
-    previous = json.loads(state_file.read_text()) if state_file.exists() else {}
+    previous = read_state(state_file)
     tracker = Tracker.start(
         config.tracking, run_dir, resume_run_id=previous.get("run_id"),
         tags={"preset": config.train.preset, "language_pair": config.download.language_pair,
               "source": config.download.source},
     )
-    state_file.write_text(json.dumps({"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri}))
+    # Atomic: a kill during the write must not leave a file that breaks every later run.
+    atomic_write_bytes(state_file, json.dumps({"run_id": tracker.run_id,
+                                                "tracking_uri": tracker.tracking_uri}).encode())
     tracker.log_params(to_dict(config))
     paths = config.run_paths(tracker.run_id)
     train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))

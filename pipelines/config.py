@@ -36,6 +36,30 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a YAML value fits a dataclass field's annotation (ints are floats, bools are not ints)."""
+    if hint is Any or isinstance(hint, TypeVar):
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is not None:
+        hint = {list: (list, tuple), tuple: (list, tuple), dict: dict}.get(origin, origin)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, (type, tuple)):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
+
+
 def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict>") -> T:
     """Builds dataclass ``cls`` from ``data``; nested dataclass fields take nested dicts.
 
@@ -57,6 +81,10 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict
         tp = _unwrap_optional(hints.get(name, Any))
         if _is_dataclass_type(tp) and isinstance(value, dict):
             value = from_dict(tp, value, source=f"{source}:{name}")
+        elif not _matches(value, hints.get(name, Any)):
+            # Before the dataclass sees it: "vocab_size: abc" must not surface as a comparison error.
+            raise ConfigError(f"{source}: {cls.__name__}.{name}={value!r}: expected "
+                              f"{_type_name(hints.get(name, Any))}, got {type(value).__name__}")
         elif typing.get_origin(tp) is tuple and isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value

@@ -216,6 +216,21 @@ def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
         load_pipeline_config(path)
 
 
+def test_a_damaged_state_file_or_unusable_run_dir_fails_with_its_name(tmp_path):
+    from flows.translation import translation_pipeline
+
+    path = _write_config(tmp_path)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "mlflow_run.json").write_text('{"run_id": "abc')  # a write cut short
+    with pytest.raises(ConfigError, match=r"mlflow_run.json is damaged .*delete it"):
+        translation_pipeline(str(path))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match=r"run_dir='.*a-file/run': cannot create it"):
+        translation_pipeline(str(path), {"run_dir": str(blocker / "run")})
+    assert not (tmp_path / "run" / "runs").exists()  # no work was done
+
+
 def test_unknown_setting_names_the_file_and_key(tmp_path):
     from flows.translation import load_pipeline_config
 

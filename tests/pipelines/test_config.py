@@ -1,0 +1,61 @@
+"""Typed configuration: a value of the wrong type names the setting before any work is done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from pipelines.config import ConfigError, from_dict, load_config, merge
+
+
+@dataclass
+class Inner:
+    size: int = 1
+    rate: float = 0.5
+    names: list[str] | None = None
+
+
+@dataclass
+class Outer:
+    inner: Inner = field(default_factory=Inner)
+    path: str | list[str] = ""
+    flag: bool = False
+    minutes: float | None = None
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"inner": {"size": "abc"}}, r"<t>:inner: Inner.size='abc': expected int, got str"),
+    ({"inner": {"size": True}}, r"Inner.size=True: expected int, got bool"),
+    ({"inner": {"rate": "fast"}}, r"Inner.rate='fast': expected float, got str"),
+    ({"inner": {"names": "a"}}, r"Inner.names='a': expected list\[str\] \| None"),
+    ({"path": 3}, r"Outer.path=3: expected str \| list\[str\], got int"),
+    ({"flag": "yes"}, r"Outer.flag='yes': expected bool"),
+    ({"minutes": "ten"}, r"Outer.minutes='ten': expected float \| None"),
+])
+def test_wrong_types_name_the_setting(data, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(Outer, data, source="<t>")
+
+
+def test_right_types_pass():
+    config = from_dict(Outer, {"inner": {"size": 3, "rate": 1, "names": ["a"]}, "path": ["x", "y"],
+                               "flag": True, "minutes": None})
+    assert config.inner.rate == 1 and config.path == ["x", "y"]
+
+
+def test_the_real_tokenizer_setting_from_yaml(tmp_path):
+    from pipelines.tokenization import TokenizerConfig
+
+    path = tmp_path / "t.yaml"
+    path.write_text("tokenizer:\n  vocab_size: abc\n")
+    with pytest.raises(ConfigError, match=r"t.yaml:tokenizer: TokenizerConfig.vocab_size='abc': expected int"):
+        load_config(TokenizerConfig, path, section="tokenizer")
+
+
+def test_overrides_merge_into_the_file_before_defaults_are_derived(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("inner: {size: 2, rate: 0.1}\npath: a\n")
+    config = load_config(Outer, path, overrides={"inner": {"rate": 0.2}})
+    assert (config.inner.size, config.inner.rate, config.path) == (2, 0.2, "a")
+    assert merge({"a": {"b": 1, "c": 2}}, {"a": {"c": 3}, "d": 4}) == {"a": {"b": 1, "c": 3}, "d": 4}
