@@ -76,8 +76,8 @@ class TranslationPipelineConfig:
             self.download.output_dir = str(run / "data" / f"{self.download.source}-{self.download.language_pair}")
         if not self.input.cache_dir:
             self.input.cache_dir = str(run / "cache")
-        # TrainConfig's default directory means "not chosen": each MLflow run gets its own.
-        if self.train.checkpoint_dir in ("", TrainConfig.checkpoint_dir):
+        # Not chosen: each MLflow run gets its own (an explicit directory is kept, whatever it is).
+        if not self.train.checkpoint_dir:
             self.train.checkpoint_dir = str(run / "runs" / RUN_ID / "train")
         self._check_enough_checkpoints()
 

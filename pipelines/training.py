@@ -83,6 +83,7 @@ DATA_RESUME = ("skip", "restart")
 METRICS_FILE = "metrics.jsonl"
 TRAIN_CONFIG_FILE = "train_config.json"
 CHECKPOINT_NAME = "ckpt"
+DEFAULT_CHECKPOINT_DIR = "runs/train"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -162,7 +163,8 @@ class TrainConfig:
     learning_rate_scale: float | None = None
     tokens_per_step: int | None = None
     accumulation_batches: int | None = None
-    checkpoint_dir: str = "runs/train"
+    #: ``None``: ``runs/train`` for the stage alone; the pipeline flow gives each run its own.
+    checkpoint_dir: str | None = None
     checkpoint_every_steps: int | None = 100
     checkpoint_every_minutes: float | None = 10.0
     keep_checkpoints: int | None = None
@@ -406,7 +408,7 @@ class _Trainer:
         self.strategy = strategy or build_configured_strategy(config)
         self.cluster = strategy_cluster_info(self.strategy)
         self.is_chief = self.cluster.is_chief
-        self.directory = Path(config.checkpoint_dir)
+        self.directory = Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR)
         if isinstance(vocab_size, (tuple, list)):
             source_vocab, target_vocab = vocab_size
             sizes = {"source_vocab_size": int(source_vocab), "target_vocab_size": int(target_vocab)}

@@ -194,6 +194,14 @@ def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
     assert load_pipeline_config(path).train.resolved()["train_minutes"] == 1
 
 
+def test_an_explicit_checkpoint_dir_is_kept_even_if_it_is_the_stage_default(tmp_path):
+    from flows.translation import load_pipeline_config
+
+    config = load_pipeline_config(REPO / "configs" / "demo.yaml", {"train": {"checkpoint_dir": "runs/train"}})
+    assert config.train.checkpoint_dir == "runs/train"
+    assert config.run_paths("abc").train == Path("runs/train")
+
+
 def test_run_dir_override_moves_every_path(tmp_path):
     from flows.translation import RUN_ID, load_pipeline_config
 
