@@ -20,6 +20,21 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+#: What Python's ``str.split()`` splits on that NFKC does not already turn into a space.
+_WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+               r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+")
+
+
+def normalize(strings: tf.Tensor) -> tf.Tensor:
+    """In-graph NFKC normalisation and whitespace collapse: ``" ".join(nfkc(s).split())``.
+
+    The same normalisation as the corpus cleaning's (``pipelines.cleaning.normalize_text``), so
+    that every entry point, including an exported SavedModel, sees text the way training did.
+    """
+    text = tf_text.normalize_utf8(strings, "NFKC")
+    text = tf.strings.regex_replace(text, _WHITESPACE, " ")
+    return tf.strings.regex_replace(text, r"^ | $", "")
+
 
 class SubwordTokenizer(tf.Module):
     """SentencePiece tokenizer usable eagerly, in ``tf.function``, ``tf.data`` and SavedModels.
@@ -80,9 +95,11 @@ class SubwordTokenizer(tf.Module):
     def tokenize(self, strings) -> tf.RaggedTensor:
         """UTF-8 strings ``[batch]`` -> int32 ids ``RaggedTensor [batch, (tokens)]``, no BOS/EOS.
 
-        A scalar string gives a 1-D int32 tensor.
+        The text is normalised first as the training corpus was (:func:`normalize`), so a
+        ligature or a no-break space from a user reaches the model as the pieces it was trained
+        on. A scalar string gives a 1-D int32 tensor.
         """
-        return self._sp.tokenize(tf.convert_to_tensor(strings, dtype=tf.string))
+        return self._sp.tokenize(normalize(tf.convert_to_tensor(strings, dtype=tf.string)))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on.

@@ -79,3 +79,21 @@ def test_rejects_invalid_model(tmp_path):
         SubwordTokenizer(b"")
     with pytest.raises(FileNotFoundError):
         SubwordTokenizer(tmp_path / "missing.model")
+
+
+def test_tokenize_normalises_raw_input_as_the_corpus_cleaning_does(tokenizer):
+    import sys
+
+    import tensorflow as tf
+
+    from keras_transformer.tokenizer import normalize
+    from pipelines.cleaning import normalize_text
+
+    # Every code point Python splits on, and a sample of compatibility characters NFKC folds.
+    specials = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()] + list("ﬁﬂ①Ａ²½…")
+    raw = [f" a{c}b{c}{c}c " for c in specials]
+    got = [x.decode("utf-8") for x in normalize(tf.constant(raw)).numpy()]
+    assert got == [normalize_text(s) for s in raw]
+    # So a ligature and a no-break space from a user reach the model as the pieces of plain text.
+    ragged = tokenizer.tokenize(["ﬁle\u00a0\u2003system  tools", "file system tools"])
+    assert ragged[0].numpy().tolist() == ragged[1].numpy().tolist()
