@@ -32,7 +32,6 @@ the core reorders the self-attention cache by the surviving beams' origins at ev
 
 from __future__ import annotations
 
-import logging
 import weakref
 from typing import NamedTuple
 
@@ -50,8 +49,6 @@ from keras_transformer.decoding import (
     special_ids,
     write_column,
 )
-
-logger = logging.getLogger(__name__)
 
 
 class BeamSearchOutput(NamedTuple):

@@ -27,14 +27,11 @@ it is.
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
 import tensorflow as tf
-
-logger = logging.getLogger(__name__)
 
 ScoreFn = Callable[[tf.Tensor, tf.Tensor, object], tuple[tf.Tensor, object]]
 

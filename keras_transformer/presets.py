@@ -7,7 +7,6 @@ section 5 (``training``) and the inference settings of section 6.1 (``decoding``
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
@@ -106,6 +105,3 @@ def get_preset(name: str) -> Preset:
         paper_params_millions=spec.get("paper_params_millions"),
     )
 
-
-def preset_to_dict(preset: Preset) -> dict[str, Any]:
-    return dataclasses.asdict(preset)

@@ -1,5 +1,7 @@
-"""The pipeline stages as plain, testable Python: download, tokenization, input, training,
-averaging, evaluation. Each stage takes one typed config (a dataclass, loadable from YAML)."""
+"""The pipeline stages as plain, testable Python: data (download/prepare, cleaning, corpus),
+tokenization, input, training (with its time budget and distribution), averaging, evaluation,
+attention plots and the translate CLI, plus the tasks in ``pipelines.tasks``. Each stage takes
+one typed config (a dataclass, loadable from YAML)."""
 
 import os
 

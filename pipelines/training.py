@@ -259,7 +259,8 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns (on the chief; other workers get the same minus history)."""
+    """What :func:`train` returns. On a non-chief worker ``history`` and ``checkpoints`` are
+    empty and ``validation`` is ``None``: the chief alone writes and validates."""
 
     final_step: int
     start_step: int
@@ -281,7 +282,7 @@ class TrainResult:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(
+def validation_loss(
     model: Transformer,
     dataset: tf.data.Dataset,
     label_smoothing: float = 0.0,
@@ -314,7 +315,7 @@ def evaluate(
                              tf.cast(target_out, tf.int32)).numpy()
     tokens = totals[3]
     if tokens == 0:
-        raise ValueError("evaluate: the dataset holds no target token")
+        raise ValueError("validation_loss: the dataset holds no target token")
     nll = totals[1] / tokens
     return {
         "loss": float(totals[0] / tokens),
@@ -653,7 +654,7 @@ class _Trainer:
         # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
         return tokens >= self.plan["tokens_per_step"] - 0.5 * tokens / batches
 
-    def agree(self, flag: bool) -> bool:
+    def any_worker_raised(self, flag: bool) -> bool:
         """Whether any worker raised ``flag``: time-based decisions must be taken by all."""
         if self.cluster.num_workers == 1:
             return flag
@@ -708,7 +709,7 @@ class _Trainer:
                    initial=round(budget.spent() / 60, 1) if budget.seconds else step,
                    unit="min" if budget.seconds else "step", desc="train",
                    disable=not (config.progress_bar and self.is_chief), dynamic_ncols=True)
-        out_of_time = self.agree(budget.out_of_time())
+        out_of_time = self.any_worker_raised(budget.out_of_time())
         try:
             while step < train_steps and not out_of_time:
                 tick = time.perf_counter()
@@ -777,13 +778,13 @@ class _Trainer:
                 if config.checkpoint_every_minutes:
                     late = (time.monotonic() - last_save_time
                             >= config.checkpoint_every_minutes * 60)
-                    due = due or self.agree(late)
+                    due = due or self.any_worker_raised(late)
                 if budget.seconds:
                     # In the averaging window only its marks save: the newest k checkpoints are
                     # then evenly spread over it.
-                    in_window = self.agree(budget.in_window(step))
-                    due = self.agree(budget.averaging_checkpoint_due(step)) or (due and not in_window)
-                    out_of_time = self.agree(budget.out_of_time())
+                    in_window = self.any_worker_raised(budget.in_window(step))
+                    due = self.any_worker_raised(budget.averaging_checkpoint_due(step)) or (due and not in_window)
+                    out_of_time = self.any_worker_raised(budget.out_of_time())
                 if due or step == train_steps or out_of_time:
                     self.seconds_var.assign(budget.spent())
                     self.save(step)
@@ -844,7 +845,7 @@ class _Trainer:
         return self.manager.latest_checkpoint if self.is_chief else None
 
     def _validate(self) -> dict[str, float]:
-        result = evaluate(self.model, self.validation_data, self.plan["label_smoothing"],
+        result = validation_loss(self.model, self.validation_data, self.plan["label_smoothing"],
                           self.config.validation_max_batches)
         logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
                     int(self.step_var.numpy()), result["loss"], result["nll"],

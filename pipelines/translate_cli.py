@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     translator, options = load_translator(args, parser)
     if not sentences:
         return 0
+    logger.info("translating %d sentence(s) with %s", len(sentences), options or "the model's decoding settings")
     translations = translator.translate(sentences, batch_size=args.batch_size, **options)
     out = sys.stdout
     for translation in translations:

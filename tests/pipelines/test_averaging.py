@@ -11,7 +11,7 @@ from keras_transformer.checkpoint_averaging import load_model_from_checkpoint
 from pipelines.averaging import AveragingConfig, checkpoints_to_average, run_averaging
 from pipelines.config import ConfigError, load_config
 from pipelines.input_pipeline import InputConfig, make_dataset
-from pipelines.training import TrainConfig, evaluate, train
+from pipelines.training import TrainConfig, train, validation_loss
 
 TINY_MODEL = {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64, "dropout": 0.0}
 INPUT = InputConfig(tokens_per_batch=384, max_length=24, shuffle_buffer=256, seed=0)
@@ -32,9 +32,9 @@ def test_averaged_model_is_no_worse_than_the_worst_checkpoint(tmp_path, ddtp_cor
     assert [p.rsplit("-", 1)[1] for p in result.sources] == ["4", "6", "8"]
 
     validation = make_dataset(ddtp_corpus, "validation", tokenizer, INPUT, training=False)
-    losses = [evaluate(load_model_from_checkpoint(p), validation, max_batches=8)["nll"]
+    losses = [validation_loss(load_model_from_checkpoint(p), validation, max_batches=8)["nll"]
               for p in result.sources]
-    averaged = evaluate(keras.saving.load_model(result.keras_model), validation,
+    averaged = validation_loss(keras.saving.load_model(result.keras_model), validation,
                         max_batches=8)["nll"]
     assert math.isfinite(averaged)
     assert averaged <= max(losses) + 1e-6

@@ -248,7 +248,21 @@ def test_require_network_accepts_any_http_answer():
     """Reachability only: a 404 from a live server is not an error."""
     import http.server
 
-    httpd = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    requests = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 (the http.server API)
+            requests.append(("HEAD", self.path))
+            self.send_error(404)
+
+        def do_GET(self):  # noqa: N802
+            requests.append(("GET", self.path))
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.handle_request, daemon=True)
     thread.start()
     try:
@@ -256,6 +270,8 @@ def test_require_network_accepts_any_http_answer():
     finally:
         thread.join(5)
         httpd.server_close()
+    # The check really asked this server (a refused or unsent request would leave this empty).
+    assert [path for _, path in requests] == ["/missing"]
 
 
 def test_download_config_yaml(tmp_path):
