@@ -81,7 +81,8 @@ def job_yaml_data(ddtp_corpus, tokenizer_model, train_dataset_fn) -> dict:
 
 def write_job(path: Path, data: dict, **train_settings) -> Path:
     train_section = {
-        "preset": "demo", "model": dict(TINY_MODEL), "warmup_steps": 20,
+        "preset": "demo", "model": dict(TINY_MODEL), "warmup_steps": 20, "learning_rate_scale": 1.0,
+        "decay_fraction": 0, "train_minutes": 0,
         "tokens_per_step": 300, "checkpoint_every_minutes": None, "progress_bar": False,
         "log_every": 1, **train_settings,
     }
@@ -125,7 +126,7 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
         0.9, 0.98, 1e-9)
     assert resolved["keep_checkpoints"] >= get_preset("base").decoding.checkpoints_to_average
     assert resolved["learning_rate_scale"] == 1.0
-    assert TrainConfig(preset="cpu-small").resolved()["learning_rate_scale"] == 0.25
+    assert TrainConfig(preset="cpu-small").resolved()["learning_rate_scale"] == 0.48
     assert TrainConfig(preset="cpu-small", learning_rate_scale=0.5).resolved()[
         "learning_rate_scale"] == 0.5
     with pytest.raises(ConfigError, match="keep_checkpoints.*averages the last 20"):
@@ -345,6 +346,7 @@ MIRRORED_SCRIPT = """
         dataset = make_dataset(corpus, "train", tokenizer, input_config, training=False)
         return dataset.enumerate().map(shrink_even)
     common = dict(preset="demo", model=args["model"], train_steps=3, warmup_steps=20,
+                  learning_rate_scale=1.0, decay_fraction=0, train_minutes=0,
                   checkpoint_every_steps=None, checkpoint_every_minutes=None,
                   progress_bar=False, data_resume="restart")
     results = {}

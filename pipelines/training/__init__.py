@@ -1,0 +1,56 @@
+"""Training stage: the paper's recipe (section 5) in a tf.distribute custom loop.
+
+* Section 5.2, hardware and schedule: synchronous data parallelism through a tf.distribute
+  strategy (:mod:`pipelines.distribution`): every replica processes its own token-bucketed batch,
+  gradients are summed across replicas (and machines) before each update.
+* Section 5.1, batching: "each training batch contained ... approximately 25000 source tokens
+  and 25000 target tokens". ``tokens_per_step`` is that budget per optimizer step; when the
+  replicas' batches hold fewer tokens, gradients are accumulated over several batches until the
+  budget is reached. The loss of a step is the sum of the per-token losses over every
+  non-padding target token of every replica and accumulated batch, divided by their global
+  number (not a mean of per-replica or per-sentence means), so the update does not depend on how
+  the tokens were spread over replicas and batches.
+* Section 5.3, optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up / inverse-square-root schedule.
+* Section 5.4, regularisation: dropout (the preset's P_drop) and label smoothing.
+
+Checkpoints (``tf.train.CheckpointManager``) hold the model's weights, the state of its dropout
+random generators, the optimizer (moments and iteration count, hence the learning-rate
+schedule's position), the step counter, the number of batches consumed (a restart skips them,
+so the data stream continues where it stopped) and the loss scale. A run resumes from the
+newest checkpoint of its directory automatically; checkpoint files and the state file are
+written to temporary names and renamed, so killing the process at any moment leaves the
+previous checkpoint intact. A non-finite loss or gradient
+raises :class:`TrainingDivergedError` before the update is applied, so no bad state is saved.
+
+The package: ``config`` (settings and results), ``trainer`` (the loop), ``steps`` (the compiled
+step under the strategy), ``budget`` (when a run ends and saves for averaging), ``validation``
+(held-out loss), ``state`` (what besides weights a run keeps), ``cli`` (the stage on a corpus).
+
+Run from Python with :func:`train`, or from the command line::
+
+    python -m pipelines.training --config train.yaml
+
+with a YAML file holding a ``train:`` section (:class:`TrainConfig`) and a ``data:`` section
+(:class:`TrainDataConfig`).
+"""
+
+from pipelines.training.budget import TrainingBudget
+from pipelines.training.cli import TrainDataConfig, TrainingJobConfig, main, run_from_config
+from pipelines.training.config import (
+    DATA_RESUME,
+    METRICS_FILE,
+    MIXED_PRECISION,
+    TrainConfig,
+    TrainingDivergedError,
+    TrainResult,
+)
+from pipelines.training.state import dropout_rng_trackable, read_metrics, seed_initialisation
+from pipelines.training.trainer import build_configured_strategy, train
+from pipelines.training.validation import validation_loss
+
+__all__ = [
+    "DATA_RESUME", "METRICS_FILE", "MIXED_PRECISION", "TrainConfig", "TrainDataConfig", "TrainResult",
+    "TrainingBudget", "TrainingDivergedError", "TrainingJobConfig", "build_configured_strategy",
+    "dropout_rng_trackable", "main", "read_metrics", "run_from_config", "seed_initialisation", "train",
+    "validation_loss",
+]

@@ -1,0 +1,215 @@
+"""Settings and results of the training stage (section 5's recipe, resolved from the preset)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.presets import get_preset
+from keras_transformer.transformer import Transformer
+from pipelines.config import ConfigError
+from pipelines.distribution import (
+    STRATEGY_KINDS,
+)
+
+MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
+DATA_RESUME = ("skip", "restart")
+METRICS_FILE = "metrics.jsonl"
+TRAIN_CONFIG_FILE = "train_config.json"
+CHECKPOINT_NAME = "ckpt"
+DEFAULT_CHECKPOINT_DIR = "runs/train"
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss or the gradients became NaN or infinite; the update was not applied.
+
+    ``step`` is the optimizer step (1-based) that diverged; ``last_checkpoint`` is the newest
+    checkpoint on disk, written before the divergence.
+    """
+
+    def __init__(self, step: int, reason: str, last_checkpoint: str | None):
+        self.step = step
+        self.reason = reason
+        self.last_checkpoint = last_checkpoint
+        where = (
+            f"the last good checkpoint is {last_checkpoint}"
+            if last_checkpoint
+            else "no checkpoint was written yet"
+        )
+        super().__init__(
+            f"training diverged at step {step}: {reason}. The update was not applied and "
+            f"nothing was saved; {where}. Lower the learning rate (learning_rate_scale), "
+            "lengthen the warm-up or check the data."
+        )
+
+
+@dataclass
+class TrainConfig:
+    """Settings of the training stage; ``None`` means "the preset's value".
+
+    Model: ``preset`` (see ``keras_transformer.preset_names()``) with ``model`` overrides of
+    its architecture (e.g. ``{num_layers: 1, dropout: 0.0}``); the vocabulary size comes from the
+    tokenizer, not from here.
+
+    Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` and
+    ``learning_rate_scale`` (a factor on the schedule of equation (3)) default to the preset.
+    ``train_minutes`` (default: the preset's; 0 for none) is a wall-clock budget for the training
+    loop: training stops at whichever of ``train_steps`` and ``train_minutes`` comes first. The
+    budget counts steps and checkpoint writes, not validation; the seconds spent are checkpointed,
+    so a resumed run spends only what is left of the same budget. Equation (3) depends on the step
+    alone, so the schedule needs no knowledge of where the budget will end. Under a budget the
+    checkpoints to average (section 6.1) are spread evenly over the last ``average_window`` of
+    the run (by time or steps, whichever is further along), the last one at its end: the paper's
+    "last 5 checkpoints, written at 10-minute intervals" cover the final 7% of its 12 hours.
+    ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
+    zero over that last fraction of the run, measured the same way.
+    ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
+    tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
+    global (all replicas) count is within half an average batch of the budget, so a step holds
+    the budget to about half a batch either way (a single batch when it holds half of it). ``accumulation_batches``
+    instead fixes the number of batches per replica and step.
+
+    Checkpoints: every ``checkpoint_every_steps`` steps and/or ``checkpoint_every_minutes``
+    minutes (the paper: 10 minutes), keeping the newest ``keep_checkpoints`` (at least the
+    preset's ``checkpoints_to_average``). ``data_resume``: ``skip`` replays the data stream to
+    where the checkpoint was taken (exact continuation for a deterministic pipeline), ``restart``
+    starts it over.
+
+    Devices: ``strategy`` (``auto``/``mirrored``/``multi_worker``/``one_device``) over
+    ``devices``; ``cpu_devices`` splits the CPU into that many logical devices (honoured by the
+    CLI, which applies it before TensorFlow starts; mirrored over unless ``devices`` is given).
+    GPU settings: ``mixed_precision``
+    (``mixed_float16`` with dynamic loss scaling, or ``mixed_bfloat16``; logits, softmax and loss
+    stay float32) and ``jit_compile`` (XLA for the forward and backward pass).
+
+    Validation: every ``validate_every_steps`` steps and at the end, on at most
+    ``validation_max_batches`` batches.
+    """
+
+    preset: str = "demo"
+    model: dict[str, Any] = field(default_factory=dict)
+    train_steps: int | None = None
+    train_minutes: float | None = None
+    average_window: float = 0.1
+    decay_fraction: float | None = None
+    warmup_steps: int | None = None
+    label_smoothing: float | None = None
+    learning_rate_scale: float | None = None
+    tokens_per_step: int | None = None
+    accumulation_batches: int | None = None
+    #: ``None``: ``runs/train`` for the stage alone; the pipeline flow gives each run its own.
+    checkpoint_dir: str | None = None
+    checkpoint_every_steps: int | None = 100
+    checkpoint_every_minutes: float | None = 10.0
+    keep_checkpoints: int | None = None
+    data_resume: str = "skip"
+    strategy: str = "auto"
+    devices: list[str] | None = None
+    cpu_devices: int | None = None
+    mixed_precision: str = "none"
+    jit_compile: bool = False
+    initial_loss_scale: float = 2.0**15
+    loss_scale_growth_steps: int = 2000
+    seed: int = 0
+    log_every: int = 50
+    progress_bar: bool = True
+    validate_every_steps: int | None = None
+    validation_max_batches: int | None = None
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> None:
+            raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: {why}")
+
+        try:
+            preset = get_preset(self.preset)
+        except ValueError as err:
+            raise ConfigError(f"TrainConfig.preset: {err}") from err
+        self.model = dict(self.model or {})
+        unknown = sorted(set(self.model) - TransformerConfig.field_names())
+        if unknown:
+            fail("model", f"unknown model setting(s) {unknown}; known are "
+                 f"{sorted(TransformerConfig.field_names())}")
+        for name in ("train_steps", "warmup_steps", "tokens_per_step", "accumulation_batches",
+                     "checkpoint_every_steps", "keep_checkpoints", "cpu_devices",
+                     "validate_every_steps", "validation_max_batches", "log_every",
+                     "loss_scale_growth_steps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                fail(name, "must be a positive integer")
+        if self.train_minutes is not None and (isinstance(self.train_minutes, bool) or not isinstance(
+                self.train_minutes, (int, float)) or self.train_minutes < 0):
+            fail("train_minutes", "must be a number of minutes >= 0 (0: no time budget)")
+        if isinstance(self.average_window, bool) or not isinstance(self.average_window, (int, float)) \
+                or not 0 < self.average_window <= 1:
+            fail("average_window", "must be a fraction of the run in (0, 1]")
+        if self.decay_fraction is not None and (isinstance(self.decay_fraction, bool) or not isinstance(
+                self.decay_fraction, (int, float)) or not 0 <= self.decay_fraction <= 1):
+            fail("decay_fraction", "must be a fraction of the run in [0, 1] (0: no decay to zero)")
+        if self.checkpoint_every_minutes is not None and self.checkpoint_every_minutes <= 0:
+            fail("checkpoint_every_minutes", "must be positive (or null to disable)")
+        if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
+            fail("label_smoothing", "must be in [0, 1)")
+        if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
+            fail("learning_rate_scale", "must be positive")
+        if self.initial_loss_scale < 1:
+            fail("initial_loss_scale", "must be >= 1")
+        needed = preset.decoding.checkpoints_to_average
+        if self.keep_checkpoints is not None and self.keep_checkpoints < needed:
+            fail("keep_checkpoints", f"preset '{self.preset}' averages the last {needed} "
+                 "checkpoints (section 6.1), so at least that many must be kept")
+        if self.strategy not in STRATEGY_KINDS:
+            fail("strategy", f"use one of {STRATEGY_KINDS}")
+        if self.mixed_precision not in MIXED_PRECISION:
+            fail("mixed_precision", f"use one of {MIXED_PRECISION}")
+        if self.data_resume not in DATA_RESUME:
+            fail("data_resume", f"use one of {DATA_RESUME}")
+
+    # Resolved values: the preset fills what the config leaves unset.
+
+    def resolved(self) -> dict[str, Any]:
+        preset = get_preset(self.preset)
+        recipe = preset.training
+        minutes = recipe.train_minutes if self.train_minutes is None else self.train_minutes
+        return {
+            "train_steps": self.train_steps or recipe.train_steps,
+            "train_minutes": float(minutes) if minutes else None,
+            "decay_fraction": (recipe.decay_fraction if self.decay_fraction is None
+                               else self.decay_fraction) or None,
+            "warmup_steps": self.warmup_steps or recipe.warmup_steps,
+            "label_smoothing": (recipe.label_smoothing if self.label_smoothing is None
+                                else self.label_smoothing),
+            "tokens_per_step": self.tokens_per_step or recipe.tokens_per_batch,
+            "keep_checkpoints": self.keep_checkpoints or max(
+                preset.decoding.checkpoints_to_average, 5),
+            "adam_beta_1": recipe.adam_beta_1,
+            "adam_beta_2": recipe.adam_beta_2,
+            "adam_epsilon": recipe.adam_epsilon,
+            "learning_rate_scale": (recipe.learning_rate_scale if self.learning_rate_scale is None
+                                    else self.learning_rate_scale),
+            "checkpoints_to_average": preset.decoding.checkpoints_to_average,
+        }
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns. On a non-chief worker ``history`` and ``checkpoints`` are
+    empty and ``validation`` is ``None``: the chief alone writes and validates."""
+
+    final_step: int
+    start_step: int
+    optimizer_steps: int
+    checkpoint_dir: Path
+    checkpoints: list[str]
+    history: list[dict[str, Any]]
+    validation: dict[str, float] | None
+    model: Transformer = field(repr=False)
+    elapsed_seconds: float = 0.0
+    #: Seconds of the training loop over all runs of this directory (what a budget counts).
+    train_seconds: float = 0.0
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        return self.checkpoints[-1] if self.checkpoints else None

@@ -1,0 +1,505 @@
+"""The training loop: builds model, optimizer and checkpoints in the strategy's scope and runs the steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from keras_transformer.checkpoint_averaging import (
+    config_differences,
+    model_config_dict,
+    model_weights_trackable,
+    read_model_config,
+    write_model_config,
+)
+from keras_transformer.config import TransformerConfig
+from keras_transformer.presets import get_preset
+from keras_transformer.schedules import transformer_adam
+from keras_transformer.transformer import Transformer
+from pipelines.config import ConfigError, to_dict
+from pipelines.distribution import (
+    build_strategy,
+    describe_strategy,
+    has_cluster,
+    split_cpu,
+    strategy_cluster_info,
+)
+from pipelines.training.budget import TrainingBudget
+from pipelines.training.config import (
+    CHECKPOINT_NAME,
+    DEFAULT_CHECKPOINT_DIR,
+    METRICS_FILE,
+    TRAIN_CONFIG_FILE,
+    TrainConfig,
+    TrainingDivergedError,
+    TrainResult,
+)
+from pipelines.training.state import (
+    dropout_rng_trackable,
+    read_metrics,
+    seed_initialisation,
+    write_json,
+    write_metrics,
+)
+from pipelines.training.steps import build_step_functions
+from pipelines.training.validation import validation_loss
+
+logger = logging.getLogger(__name__)
+
+
+class _Trainer:
+    """One training run: builds everything in the strategy's scope and runs the loop."""
+
+    def __init__(self, config, train_data, vocab_size, validation_data, vocabulary, strategy,
+                 on_step, model_fn):
+        self.model_fn = model_fn
+        self.config = config
+        self.plan = config.resolved()
+        self.train_data = train_data
+        self.validation_data = validation_data
+        self.on_step = on_step
+        self.strategy = strategy or build_configured_strategy(config)
+        self.cluster = strategy_cluster_info(self.strategy)
+        self.is_chief = self.cluster.is_chief
+        self.directory = Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR)
+        if isinstance(vocab_size, (tuple, list)):
+            source_vocab, target_vocab = vocab_size
+            sizes = {"source_vocab_size": int(source_vocab), "target_vocab_size": int(target_vocab)}
+        else:
+            sizes = {"vocab_size": int(vocab_size)}
+        self.model_config = get_preset(config.preset).model_config(**{**config.model, **sizes})
+        self.vocabulary = vocabulary
+        # Per-step gradients are scaled by 1/tokens_per_step inside the replicas (and by the
+        # exact global count at the update): the sums stay O(1) whatever the batch size, which
+        # matters for float16's range.
+        self.norm = float(self.plan["tokens_per_step"])
+        self.float16 = config.mixed_precision == "mixed_float16"
+
+    # ---------------------------------------------------------------- construction
+
+    def build(self) -> None:
+        config = self.config
+        policy = None if config.mixed_precision == "none" else config.mixed_precision
+        seed_initialisation(config.seed)
+        with self.strategy.scope():
+            if self.model_fn is not None:
+                self.model = self.model_fn(self.model_config, policy)
+            else:
+                kwargs = {} if policy is None else {"dtype": policy}
+                self.model = Transformer(**self.model_config.to_dict(), **kwargs)
+            # The recipe this run trains with, so that a saved model compiles with it again.
+            self.model.training_recipe = dataclasses.replace(
+                get_preset(config.preset).training,
+                **{k: self.plan[k] for k in ("warmup_steps", "label_smoothing", "learning_rate_scale")})
+            self.model.build()
+            self.optimizer = transformer_adam(
+                self.model_config.d_model,
+                self.plan["warmup_steps"],
+                self.plan["adam_beta_1"],
+                self.plan["adam_beta_2"],
+                self.plan["adam_epsilon"],
+                scale=self.plan["learning_rate_scale"],
+                decay_fraction=self.plan["decay_fraction"],
+            )
+            self.trainable = list(self.model.trainable_variables)
+            self.optimizer.build(self.trainable)
+            # Gradient accumulators: one local copy per replica (ON_READ), summed only through
+            # the optimizer's all-reduce at the update.
+            self.accumulators = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                            synchronization=tf.VariableSynchronization.ON_READ,
+                            aggregation=tf.VariableAggregation.SUM,
+                            name=f"accumulator_{i}")
+                for i, v in enumerate(self.trainable)
+            ]
+            counter = dict(trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step_var = tf.Variable(0, dtype=tf.int64, name="step", **counter)
+            self.consumed_var = tf.Variable(0, dtype=tf.int64, name="consumed_batches", **counter)
+            self.loss_scale = tf.Variable(
+                config.initial_loss_scale if self.float16 else 1.0, dtype=tf.float32,
+                name="loss_scale", **counter)
+            self.good_steps = tf.Variable(0, dtype=tf.int64, name="loss_scale_good_steps",
+                                          **counter)
+            # Seconds of the time budget spent up to the checkpoint (see TrainConfig).
+            self.seconds_var = tf.Variable(0.0, dtype=tf.float64, name="train_seconds", **counter)
+        self.checkpoint = tf.train.Checkpoint(
+            model=model_weights_trackable(self.model),
+            dropout_rng=dropout_rng_trackable(self.model),
+            optimizer=self.optimizer,
+            step=self.step_var,
+            consumed_batches=self.consumed_var,
+            loss_scale=self.loss_scale,
+            loss_scale_good_steps=self.good_steps,
+            train_seconds=self.seconds_var,
+        )
+        keep = self.plan["keep_checkpoints"]
+        # Non-chief workers get a throw-away manager per save (see save()).
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.directory), max_to_keep=keep,
+            checkpoint_name=CHECKPOINT_NAME) if self.is_chief else None
+
+    def check_model_config(self) -> None:
+        """Refuses to resume a directory written for another model; records this one."""
+        info = model_config_dict(self.model, preset=self.config.preset,
+                                 vocabulary=self.vocabulary)
+        existing = read_model_config(self.directory)
+        if existing is not None:
+            diffs = config_differences(existing, info)
+            if diffs:
+                raise ConfigError(
+                    f"{self.directory} holds checkpoints of a different model ("
+                    + "; ".join(diffs) + "); use another checkpoint_dir or the same settings")
+        if self.is_chief:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_model_config(self.directory, info)
+            write_json(self.directory / TRAIN_CONFIG_FILE, {
+                "train_config": to_dict(self.config),
+                "resolved": self.plan,
+                "strategy": describe_strategy(self.strategy),
+                "mixed_precision": self.config.mixed_precision,
+            })
+
+    def restore(self) -> int:
+        latest = tf.train.latest_checkpoint(str(self.directory))
+        if latest is None:
+            logger.info("no checkpoint in %s: starting from step 0", self.directory)
+            return 0
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        step = int(self.step_var.numpy())
+        logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed)",
+                    latest, step, int(self.optimizer.iterations.numpy()),
+                    int(self.consumed_var.numpy()))
+        return step
+
+    # ---------------------------------------------------------------- data
+
+    def distributed_dataset(self):
+        skip = 0
+        strategy = self.strategy
+        if self.config.data_resume == "skip":
+            replicas_per_pipeline = strategy.num_replicas_in_sync // self.cluster.num_workers
+            skip = int(self.consumed_var.numpy()) * max(replicas_per_pipeline, 1)
+        source = self.train_data
+
+        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            if callable(source) and not isinstance(source, tf.data.Dataset):
+                dataset = source(context)
+            else:
+                dataset = source
+                if context.num_input_pipelines > 1:
+                    dataset = dataset.shard(context.num_input_pipelines,
+                                            context.input_pipeline_id)
+            if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
+                # Epochs are invisible to the step-based schedule of the paper.
+                dataset = dataset.repeat()
+            if skip:
+                dataset = dataset.skip(skip)
+            return dataset
+
+        if skip:
+            logger.info("skipping %d batches per input pipeline to continue the data stream",
+                        skip)
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    def make_step_functions(self, element_spec) -> None:
+        build_step_functions(self, element_spec)
+
+    # ---------------------------------------------------------------- the loop
+
+    def step_complete(self, batches: int, tokens: float) -> bool:
+        if self.config.accumulation_batches:
+            return batches >= self.config.accumulation_batches
+        if tokens <= 0:
+            return False
+        # Stop unless one more batch of this step's average size would bring the count nearer
+        # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
+        return tokens >= self.plan["tokens_per_step"] - 0.5 * tokens / batches
+
+    def any_worker_raised(self, flag: bool) -> bool:
+        """Whether any worker raised ``flag``: time-based decisions must be taken by all."""
+        if self.cluster.num_workers == 1:
+            return flag
+        return float(self.any_worker(tf.constant(1.0 if flag else 0.0))) > 0
+
+    def save(self, step: int) -> str | None:
+        if not bool(self.weights_finite()):
+            raise TrainingDivergedError(step, "a model weight is NaN or infinite",
+                                        self._latest())
+        if not self.is_chief:
+            # Every worker saves (the documented MultiWorkerMirroredStrategy pattern: saving
+            # may need collectives), the non-chief ones into a private directory deleted at once.
+            worker_dir = tempfile.mkdtemp(prefix=f"worker-{self.cluster.task_id}-")
+            try:
+                tf.train.CheckpointManager(self.checkpoint, worker_dir, max_to_keep=1).save(
+                    checkpoint_number=step)
+            finally:
+                shutil.rmtree(worker_dir, ignore_errors=True)
+            return None
+        path = self.manager.save(checkpoint_number=step)
+        logger.info("saved checkpoint %s", path)
+        return path
+
+    def run(self) -> TrainResult:
+        config, plan = self.config, self.plan
+        started = time.monotonic()
+        self.build()
+        self.check_model_config()
+        start_step = self.restore()
+        train_steps = plan["train_steps"]
+        budget = TrainingBudget(train_steps, plan["train_minutes"], plan["checkpoints_to_average"],
+                                config.average_window, float(self.seconds_var.numpy()), start_step)
+        if budget.seconds:
+            logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(),
+                        budget.seconds / 60)
+        history = read_metrics(self.directory, start_step) if self.is_chief else []
+        if self.is_chief:
+            # Drop records of steps after the checkpoint: they are recomputed below.
+            write_metrics(self.directory, history)
+        dist_dataset = self.distributed_dataset()
+        self.make_step_functions(dist_dataset.element_spec)
+        iterator = iter(dist_dataset)
+        step = start_step
+        consumed = int(self.consumed_var.numpy())
+        last_saved_step = start_step if start_step else None
+        last_save_time = time.monotonic()
+        validation = None
+        metrics_file = (self.directory / METRICS_FILE).open("a", encoding="utf-8") \
+            if self.is_chief else None
+        # Under a time budget the bar counts minutes: the number of steps is not known.
+        bar = tqdm(total=round(budget.seconds / 60, 1) if budget.seconds else train_steps,
+                   initial=round(budget.spent() / 60, 1) if budget.seconds else step,
+                   unit="min" if budget.seconds else "step", desc="train",
+                   disable=not (config.progress_bar and self.is_chief), dynamic_ncols=True)
+        out_of_time = self.any_worker_raised(budget.out_of_time())
+        try:
+            while step < train_steps and not out_of_time:
+                tick = time.perf_counter()
+                totals = np.zeros(5, dtype=np.float64)
+                batches = 0
+                while True:
+                    totals += self.accumulate(next(iterator)).numpy()
+                    batches += 1
+                    if self.step_complete(batches, totals[1]):
+                        break
+                    if batches > 10_000:
+                        raise RuntimeError("10000 batches without reaching tokens_per_step: "
+                                           "are the batches empty?")
+                consumed += batches
+                loss_sum, tokens, correct, nonfinite, sentences = (float(x) for x in totals)
+                next_step = step + 1
+                loss = loss_sum / tokens if tokens else float("nan")
+                if not math.isfinite(loss):
+                    raise TrainingDivergedError(next_step, f"the loss is {loss}",
+                                                self._latest())
+                if nonfinite:
+                    if not self.float16:
+                        raise TrainingDivergedError(next_step, "a gradient is NaN or infinite",
+                                                    self._latest())
+                    self._shrink_loss_scale(next_step)
+                    self.reset()
+                    continue
+                if self.plan["decay_fraction"]:
+                    self._set_progress(budget.progress(step))
+                # The rate this update uses: the schedule at the iterations done so far.
+                learning_rate = float(self.optimizer.learning_rate.numpy())
+                self.apply(tf.constant(tokens, tf.float32))
+                step = next_step
+                self.step_var.assign(step)
+                self.consumed_var.assign(consumed)
+                if self.float16:
+                    self._grow_loss_scale()
+                seconds = time.perf_counter() - tick
+                record = {
+                    "step": step,
+                    "loss": loss,
+                    "token_accuracy": correct / tokens,
+                    "learning_rate": learning_rate,
+                    "tokens": int(tokens),
+                    "sentences": int(sentences),
+                    "batches": batches,
+                    "step_seconds": seconds,
+                    "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
+                }
+                if self.float16:
+                    record["loss_scale"] = float(self.loss_scale.numpy())
+                if (self.validation_data is not None and config.validate_every_steps
+                        and step % config.validate_every_steps == 0 and step < train_steps
+                        and self.is_chief):
+                    with budget.pause():
+                        validation = self._validate()
+                    record.update({f"val_{k}": v for k, v in validation.items()})
+                if self.is_chief:
+                    # Before the checkpoint: a kill in between leaves a record newer than the
+                    # newest checkpoint, which the resumed run drops and recomputes.
+                    history.append(record)
+                    metrics_file.write(json.dumps(record) + "\n")
+                    metrics_file.flush()
+                due = bool(config.checkpoint_every_steps
+                           and step % config.checkpoint_every_steps == 0)
+                if config.checkpoint_every_minutes:
+                    late = (time.monotonic() - last_save_time
+                            >= config.checkpoint_every_minutes * 60)
+                    due = due or self.any_worker_raised(late)
+                if budget.seconds:
+                    # In the averaging window only its marks save: the newest k checkpoints are
+                    # then evenly spread over it.
+                    in_window = self.any_worker_raised(budget.in_window(step))
+                    due = self.any_worker_raised(budget.averaging_checkpoint_due(step)) or (due and not in_window)
+                    out_of_time = self.any_worker_raised(budget.out_of_time())
+                if due or step == train_steps or out_of_time:
+                    self.seconds_var.assign(budget.spent())
+                    self.save(step)
+                    last_saved_step, last_save_time = step, time.monotonic()
+                if self.is_chief:
+                    bar.set_postfix({"loss": f"{loss:.3f}",
+                                     "tok/s": f"{record['tokens_per_second']:.0f}",
+                                     "lr": f"{record['learning_rate']:.2e}"}, refresh=False)
+                    if budget.seconds:
+                        bar.n = min(round(budget.spent() / 60, 1), bar.total)  # no float drift
+                        bar.set_description(f"train step {step}", refresh=False)
+                    bar.update(0 if budget.seconds else 1)
+                    if config.log_every and step % config.log_every == 0:
+                        logger.info("step %d/%d loss %.4f acc %.3f lr %.3e tokens %d "
+                                    "(%d batches) %.0f tok/s", step, train_steps, loss,
+                                    record["token_accuracy"], record["learning_rate"],
+                                    record["tokens"], batches, record["tokens_per_second"])
+                    if self.on_step is not None:
+                        self.on_step(step, dict(record))
+            if last_saved_step != step:
+                # A run that was already finished (or resumed at its end) still leaves its
+                # final state in a checkpoint.
+                self.seconds_var.assign(budget.spent())
+                self.save(step)
+        finally:
+            bar.close()
+            if metrics_file is not None:
+                metrics_file.close()
+        if self.validation_data is not None and self.is_chief:
+            validation = self._validate()
+            if history and history[-1]["step"] == step:
+                history[-1].update({f"val_{k}": v for k, v in validation.items()})
+                write_metrics(self.directory, history)
+        checkpoints = list(self.manager.checkpoints) if self.is_chief else []
+        return TrainResult(
+            final_step=step,
+            start_step=start_step,
+            optimizer_steps=int(self.optimizer.iterations.numpy()),
+            checkpoint_dir=self.directory,
+            checkpoints=checkpoints,
+            history=history,
+            validation=validation,
+            model=self.model,
+            elapsed_seconds=time.monotonic() - started,
+            train_seconds=float(self.seconds_var.numpy()),
+        )
+
+    # ---------------------------------------------------------------- helpers
+
+    def _set_progress(self, progress: float) -> None:
+        # Workers' clocks differ; the rate must not: every worker takes the mean.
+        if self.cluster.num_workers > 1:
+            progress = float(self.mean_over_workers(tf.constant(progress, tf.float32)))
+        # Keras keeps the schedule of an optimizer only in this attribute.
+        self.optimizer._learning_rate.progress.assign(progress)
+
+    def _latest(self) -> str | None:
+        return self.manager.latest_checkpoint if self.is_chief else None
+
+    def _validate(self) -> dict[str, float]:
+        result = validation_loss(self.model, self.validation_data, self.plan["label_smoothing"],
+                          self.config.validation_max_batches)
+        logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
+                    int(self.step_var.numpy()), result["loss"], result["nll"],
+                    result["perplexity"], result["token_accuracy"])
+        return result
+
+    def _shrink_loss_scale(self, step: int) -> None:
+        # Dynamic loss scaling (Micikevicius et al., 2018): an overflow skips the update and
+        # halves the scale; the step is retried on the next batches.
+        scale = float(self.loss_scale.numpy()) / 2.0
+        if scale < 1.0:
+            raise TrainingDivergedError(
+                step, "gradients stay non-finite even without loss scaling", self._latest())
+        self.loss_scale.assign(scale)
+        self.good_steps.assign(0)
+        logger.info("step %d: gradient overflow in float16, loss scale lowered to %g",
+                    step, scale)
+
+    def _grow_loss_scale(self) -> None:
+        good = int(self.good_steps.numpy()) + 1
+        if good >= self.config.loss_scale_growth_steps:
+            self.loss_scale.assign(float(self.loss_scale.numpy()) * 2.0)
+            good = 0
+        self.good_steps.assign(good)
+
+
+def build_configured_strategy(config: TrainConfig) -> tf.distribute.Strategy:
+    """The strategy of ``config``; with ``cpu_devices`` the CPU is split and mirrored over.
+
+    Splitting only works before TensorFlow initialises its devices (else a clear
+    ``DistributionError``), which the CLI guarantees by calling this first.
+    """
+    kind = config.strategy
+    if kind == "auto":
+        kind = "multi_worker" if has_cluster() else "mirrored"
+    devices = config.devices
+    if config.cpu_devices:
+        names = split_cpu(config.cpu_devices)
+        if devices is None and kind == "mirrored":
+            devices = names
+    return build_strategy(kind, devices)
+
+
+def train(
+    config: TrainConfig,
+    train_data: tf.data.Dataset | Callable[[tf.distribute.InputContext], tf.data.Dataset],
+    vocab_size: int | tuple[int, int],
+    *,
+    validation_data: tf.data.Dataset | None = None,
+    vocabulary: dict[str, Any] | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    model_fn: Callable[[TransformerConfig, str | None], Transformer] | None = None,
+) -> TrainResult:
+    """Trains (or resumes training of) a Transformer with the paper's recipe.
+
+    Args:
+        config: the stage settings.
+        train_data: batches ``((source_ids, target_input_ids), target_output_ids)`` padded with
+            0 (``pipelines.input_pipeline.make_dataset``), or a function of a
+            ``tf.distribute.InputContext`` returning them for one input pipeline (a dataset is
+            sharded across workers automatically). Each replica takes whole batches; a finite
+            dataset is repeated.
+        vocab_size: the shared vocabulary size, or ``(source, target)`` sizes.
+        validation_data: optional batches for the periodic and final validation.
+        vocabulary: identifies the vocabulary in ``model_config.json`` (e.g.
+            ``{"fingerprint": tokenizer.fingerprint, "size": tokenizer.vocab_size}``) so that
+            averaging and resuming refuse checkpoints of another vocabulary.
+        strategy: a strategy to use instead of ``build_strategy(config.strategy, ...)``.
+            ``MultiWorkerMirroredStrategy`` must exist before TensorFlow runs anything, so a
+            multi-worker caller builds it first and passes it here.
+        on_step: called on the chief after every step with ``(step, metrics)``: ``loss``,
+            ``token_accuracy``, ``learning_rate``, ``tokens``, ``sentences``, ``batches``,
+            ``step_seconds``, ``tokens_per_second`` (and ``val_*`` after a validation).
+        model_fn: builds the model inside the strategy's scope from the resolved
+            ``TransformerConfig`` and the dtype policy (``None`` or ``"mixed_..."``); default
+            ``Transformer(**config.to_dict(), dtype=policy)``.
+
+    Raises:
+        TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
+        ConfigError: the checkpoint directory belongs to another model.
+    """
+    return _Trainer(config, train_data, vocab_size, validation_data, vocabulary, strategy,
+                    on_step, model_fn).run()

@@ -1,0 +1,55 @@
+"""Token-level loss, perplexity and accuracy of a model on held-out batches (no dropout)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.losses import label_smoothed_nll
+from keras_transformer.transformer import Transformer
+
+
+def validation_loss(
+    model: Transformer,
+    dataset: tf.data.Dataset,
+    label_smoothing: float = 0.0,
+    max_batches: int | None = None,
+) -> dict[str, float]:
+    """Token-level loss of ``model`` on ``dataset`` (no dropout).
+
+    Returns ``loss`` (label-smoothed, as trained), ``nll`` (cross-entropy per target token),
+    ``perplexity`` = exp(nll), ``token_accuracy`` and ``tokens`` (non-padding target tokens).
+    """
+    pad_id = model.config.pad_id
+
+    ids = tf.TensorSpec([None, None], tf.int32)
+
+    # One trace for every batch shape (bucketed batches vary in both dimensions).
+    @tf.function(input_signature=[ids, ids, ids])
+    def batch_sums(source, target_in, target_out):
+        logits = model((source, target_in), training=False)
+        smoothed, mask = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
+        nll, _ = label_smoothed_nll(target_out, logits, 0.0, pad_id)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                                   tf.cast(target_out, tf.int32)), tf.float32) * mask
+        return tf.stack([tf.reduce_sum(smoothed), tf.reduce_sum(nll), tf.reduce_sum(correct),
+                         tf.reduce_sum(mask)])
+
+    totals = np.zeros(4, dtype=np.float64)
+    data = dataset if max_batches is None else dataset.take(max_batches)
+    for (source, target_in), target_out in data:
+        totals += batch_sums(tf.cast(source, tf.int32), tf.cast(target_in, tf.int32),
+                             tf.cast(target_out, tf.int32)).numpy()
+    tokens = totals[3]
+    if tokens == 0:
+        raise ValueError("validation_loss: the dataset holds no target token")
+    nll = totals[1] / tokens
+    return {
+        "loss": float(totals[0] / tokens),
+        "nll": float(nll),
+        "perplexity": float(math.exp(min(nll, 700.0))),
+        "token_accuracy": float(totals[2] / tokens),
+        "tokens": int(tokens),
+    }
