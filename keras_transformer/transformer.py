@@ -289,7 +289,9 @@ class Transformer(keras.Model):
         optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up schedule (5.3); loss: label-smoothed
         cross-entropy over non-padding tokens (5.4); metrics: token accuracy and perplexity.
         ``label_smoothing``, ``warmup_steps`` and ``learning_rate_scale`` (a factor on the
-        schedule) default to the preset's recipe.
+        schedule) default to the preset's recipe. The recipe's time budget and its decay of the
+        rate to zero belong to the training stage (``pipelines.training``), which knows how far a
+        run is; ``fit`` gets equation (3) alone.
         """
         recipe = self.training_recipe
         label_smoothing = recipe.label_smoothing if label_smoothing is None else label_smoothing

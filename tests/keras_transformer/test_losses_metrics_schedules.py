@@ -101,6 +101,9 @@ def test_compile_takes_the_presets_learning_rate_scale():
     assert float(paper.optimizer._learning_rate(3999)) == pytest.approx(512**-0.5 * 4000**-0.5)
     small = kt.Transformer.from_preset("cpu-small", vocab_size=100)
     small.compile()
-    assert float(small.optimizer._learning_rate(299)) == pytest.approx(0.25 * 256**-0.5 * 300**-0.5)
+    recipe = kt.get_preset("cpu-small").training
+    peak = recipe.warmup_steps - 1
+    assert float(small.optimizer._learning_rate(peak)) == pytest.approx(
+        recipe.learning_rate_scale * 256**-0.5 * recipe.warmup_steps**-0.5)
     small.compile(learning_rate_scale=1.0)
-    assert float(small.optimizer._learning_rate(299)) == pytest.approx(256**-0.5 * 300**-0.5)
+    assert float(small.optimizer._learning_rate(peak)) == pytest.approx(256**-0.5 * recipe.warmup_steps**-0.5)
