@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import keras
 
-from keras_transformer.attention import MultiHeadAttention
-from keras_transformer.encoder import TransformerEncoderLayer
-from keras_transformer.residual import PostNormResidual
+from keras_transformer.layer_base import TransformerLayerBase
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerDecoderLayer(TransformerEncoderLayer):
-    """The encoder layer's two sublayers plus a third, attention over the encoder output.
+class TransformerDecoderLayer(TransformerLayerBase):
+    """Masked self-attention, attention over the encoder output and the FFN, each residual.
 
     Call arguments:
         inputs: ``[batch, length, d_model]`` decoder states.
@@ -29,23 +27,15 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     """
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
-        input_shape = inputs_shape
-        super().build(input_shape)
-        d_model = input_shape[-1]
-        encoder_outputs_shape = encoder_outputs_shape or input_shape
-        self.cross_attention = MultiHeadAttention(
-            self.num_heads,
-            self.d_k or d_model // self.num_heads,
-            self.d_v or d_model // self.num_heads,
-            dropout=self.attention_dropout,
-            dtype=self.dtype_policy,
-            name="cross_attention",
-        )
-        self.cross_attention.build(input_shape, encoder_outputs_shape)
-        self.cross_attention_residual = PostNormResidual(
-            self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy, name="cross_attention_residual"
-        )
-        self.cross_attention_residual.build(input_shape)
+        encoder_outputs_shape = encoder_outputs_shape or inputs_shape
+        self.self_attention = self._attention("self_attention", inputs_shape, inputs_shape)
+        self.self_attention_residual = self._residual("self_attention_residual", inputs_shape)
+        self.feed_forward = self._feed_forward(inputs_shape)
+        self.feed_forward_residual = self._residual("feed_forward_residual", inputs_shape)
+        # Made last, as before this layer stopped inheriting from the encoder layer: the same
+        # seed gives the same initial weights.
+        self.cross_attention = self._attention("cross_attention", inputs_shape, encoder_outputs_shape)
+        self.cross_attention_residual = self._residual("cross_attention_residual", inputs_shape)
         self.built = True
 
     def call(
