@@ -13,11 +13,8 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from keras_transformer.checkpoint_averaging import (
-    AveragingResult,
-    average_checkpoints,
-    read_model_config,
-)
+from keras_transformer.checkpoint_averaging import AveragingResult, average_checkpoints
+from keras_transformer.checkpoints import read_model_config
 from keras_transformer.presets import get_preset
 from pipelines.config import ConfigError, load_config
 

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from keras_transformer.checkpoint_averaging import (
+from keras_transformer.checkpoints import (
     config_differences,
     model_config_dict,
     model_weights_trackable,

@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer, transformer_adam
-from keras_transformer.checkpoint_averaging import (
+from keras_transformer.checkpoint_averaging import average_checkpoints
+from keras_transformer.checkpoints import (
     CheckpointMismatchError,
-    average_checkpoints,
     checkpoint_key,
     load_model_from_checkpoint,
     model_config_dict,

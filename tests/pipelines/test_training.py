@@ -29,7 +29,7 @@ from keras_transformer import (
     label_smoothed_nll,
     transformer_adam,
 )
-from keras_transformer.checkpoint_averaging import (
+from keras_transformer.checkpoints import (
     model_config_dict,
     model_keys,
     write_model_config,
