@@ -33,9 +33,9 @@ from prefect.cache_policies import NO_CACHE
 
 import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.tracking import Tracker, TrackingConfig
+from keras_transformer.files import atomic_write_bytes
 from pipelines.averaging import AveragingConfig
 from pipelines.config import ConfigError, load_config, to_dict
-from pipelines.corpus import atomic_write_bytes
 from pipelines.download import DownloadConfig
 from pipelines.evaluation import EvalConfig
 from pipelines.input_pipeline import InputConfig

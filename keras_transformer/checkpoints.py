@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.files import atomic_write_bytes
 from keras_transformer.transformer import Transformer
 
 MODEL_CONFIG_FILE = "model_config.json"
@@ -125,25 +125,10 @@ def model_config_dict(
     }
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_model_config(directory: str | Path, info: dict[str, Any]) -> Path:
     """Writes ``info`` (from :func:`model_config_dict`) to ``directory/model_config.json``."""
     path = Path(directory) / MODEL_CONFIG_FILE
-    _atomic_write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    atomic_write_bytes(path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return path
 
 

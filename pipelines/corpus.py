@@ -25,8 +25,6 @@ import hashlib
 import json
 import logging
 import lzma
-import os
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from keras_transformer.files import atomic_write_bytes
 from pipelines.cleaning import DataError, read_lines
 
 logger = logging.getLogger(__name__)
@@ -55,36 +54,6 @@ def sha256_file(path: str | Path) -> str:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and ``os.replace``.
-
-    The temporary file lives in the destination directory (``os.replace`` is atomic only within
-    one file system) and is fsynced before the rename, so ``path`` either keeps its old content
-    or has the complete new one, never a prefix.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates the file 0600; give it the permissions a plain open() would have.
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def remove_stale_temporaries(directory: Path) -> None:

@@ -227,7 +227,7 @@ def fetch_translation_files(
     Checks that the mirror is reachable first (short timeout) so that an offline machine fails
     at once with a clear message. Files already in ``cache_dir`` are reused.
     """
-    from pipelines.corpus import atomic_write_bytes
+    from keras_transformer.files import atomic_write_bytes
 
     base = f"{mirror.rstrip('/')}/dists/{suite}/main/i18n"
     require_network([base], timeout=timeout, what="fetch Debian Translation files")

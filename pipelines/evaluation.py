@@ -36,7 +36,8 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from pipelines.corpus import SPLITS, Corpus, atomic_write_bytes
+from keras_transformer.files import atomic_write_bytes
+from pipelines.corpus import SPLITS, Corpus
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from pipelines.corpus import Corpus, atomic_write_bytes, sha256_bytes
+from keras_transformer.files import atomic_write_bytes
+from pipelines.corpus import Corpus, sha256_bytes
 
 logger = logging.getLogger(__name__)
 

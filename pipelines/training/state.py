@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pipelines.corpus import atomic_write_bytes
+from keras_transformer.files import atomic_write_bytes
 from pipelines.training.config import METRICS_FILE
 
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from keras_transformer import files as files_module
 from pipelines import corpus as corpus_module
 from pipelines import ddtp
 from pipelines import download as download_module
@@ -75,7 +76,7 @@ def test_killed_write_leaves_nothing_trusted(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         real_fsync(fd)
 
-    monkeypatch.setattr(corpus_module.os, "fsync", dying_fsync)
+    monkeypatch.setattr(files_module.os, "fsync", dying_fsync)
     with pytest.raises(KeyboardInterrupt):
         download(config)
     assert not (out / MANIFEST).exists()
@@ -83,7 +84,7 @@ def test_killed_write_leaves_nothing_trusted(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.iterdir()) == ["train.de", "train.en"]  # complete files
     with pytest.raises(DataError, match="no manifest"):
         Corpus.load(out)
-    monkeypatch.setattr(corpus_module.os, "fsync", real_fsync)
+    monkeypatch.setattr(files_module.os, "fsync", real_fsync)
     Corpus.load(download(config))
 
 
