@@ -7,7 +7,7 @@ vocabulary, 64 sentences padded to 64 tokens: keras.io's recipe), the same optim
 constant 5e-4, beta_2 0.98, the baseline's), the same loss (cross-entropy per real target
 token, no label smoothing) and the same dropout; the steps alternate between the models, so
 the machine's drift hits both alike. keras-hub's model is the one of
-``../shared/baselines/kerashub_seq2seq/train.py``: learned positions, separate input, output and
+the keras-hub baseline script (``kerashub_seq2seq/train.py``): learned positions, separate input, output and
 target embeddings. Ours is the ``cpu-small`` architecture with its variants (``tied``: the
 paper's shared, sqrt(d_model)-scaled embeddings, section 3.4; ``untied``: a separate
 pre-softmax projection; ``learned``: learned positions). Prints JSON (loss at checkpoints of
