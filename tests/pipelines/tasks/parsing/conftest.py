@@ -7,15 +7,14 @@ import pytest
 from pipelines.tasks.parsing.tree import Tree
 from pipelines.tasks.parsing.treebank import load_splits
 
-#: repo_root.parent / "shared": CI clones the repository with shared/ next to it.
-SAMPLE_ZIP = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "nltk-treebank" / "treebank.zip"
-
 
 @pytest.fixture(scope="session")
-def sample_zip() -> Path:
-    if not SAMPLE_ZIP.is_file():
-        pytest.skip(f"NLTK treebank sample {SAMPLE_ZIP} is absent (python -m nltk.downloader treebank)")
-    return SAMPLE_ZIP
+def sample_zip(shared_data_dir) -> Path:
+    """The sample in ``shared_data_dir`` (tests/conftest.py: CI has it beside the clone)."""
+    path = shared_data_dir / "nltk-treebank" / "treebank.zip"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing from the shared data folder")
+    return path
 
 
 @pytest.fixture(scope="session")
