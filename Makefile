@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-CONFIG ?= configs/demo.yaml
+CONFIG ?= configs/translation/demo.yaml
 
 # The machines this runs on have no internet beyond package registries: no telemetry, anywhere.
 export DO_NOT_TRACK := true

@@ -241,7 +241,9 @@ class Corpus:
                 self._name(split, lang)
 
 
-def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "download") -> None:
+def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "download",
+                    hint: str = "Offline, use the bundled 'ddtp' source or a 'folder' of your own "
+                                "parallel files instead") -> None:
     """Fails fast, with a clear message, if the servers of ``urls`` do not answer.
 
     Sends one HTTP ``HEAD`` request per distinct host with a short timeout before a long
@@ -265,6 +267,5 @@ def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "
             reason = getattr(err, "reason", err)
             raise ConnectionError(
                 f"cannot {what}: {host} is unreachable ({reason}; tried {url} with a "
-                f"{timeout:g}s timeout). This step needs internet access; offline, use the "
-                f"bundled 'ddtp' source or a 'folder' of your own parallel files instead"
+                f"{timeout:g}s timeout). This step needs internet access. {hint}"
             ) from err

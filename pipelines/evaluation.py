@@ -286,7 +286,7 @@ def _make_translator(translator, tokenizer):
     return Translator(translator, tokenizer)
 
 
-def _decoding_kwargs(translator, config: EvalConfig) -> dict[str, Any]:
+def decoding_kwargs(translator, config: EvalConfig) -> dict[str, Any]:
     kwargs = {
         k: v
         for k, v in (
@@ -305,7 +305,7 @@ def _decoding_kwargs(translator, config: EvalConfig) -> dict[str, Any]:
     return {**kwargs, "batch_size": config.batch_size}
 
 
-def _decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
+def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The decoding settings actually used, for scores.json."""
     settings = getattr(translator, "settings", None)
     if isinstance(settings, dict):  # an exported translator
@@ -354,7 +354,7 @@ def evaluate(
     sources = [clean_line(s) for s, _ in pairs]
     references = [clean_line(t) for _, t in pairs]
     logger.info("evaluating on %d %s sentences of %s", len(pairs), split, corpus.language_pair)
-    decode_kwargs = _decoding_kwargs(translator, config)
+    decode_kwargs = decoding_kwargs(translator, config)
     hypotheses = [clean_line(h) for h in translator.translate(sources, **decode_kwargs)]
     if len(hypotheses) != len(sources):
         raise RuntimeError(f"translator returned {len(hypotheses)} translations for {len(sources)} sentences")
@@ -374,7 +374,7 @@ def evaluate(
         "num_sentences": len(pairs),
         "corpus_fingerprint": corpus.fingerprint(split),
         "config": dataclasses.asdict(config),
-        "decoding": _decoding_record(translator, decode_kwargs),
+        "decoding": decoding_record(translator, decode_kwargs),
         "files": {
             "sources": SOURCES_FILE,
             "hypotheses": HYPOTHESES_FILE,

@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -40,7 +41,11 @@ class TokenizerConfig:
 
     ``vocab_size`` includes the 4 special ids and, with ``byte_fallback``, 256 byte pieces; the
     paper used ~37000 (shared, En-De), the CPU presets a few thousand. ``input_sentence_size``
-    caps the number of training sentences, sampled with ``seed``.
+    caps the number of training sentences, sampled with ``seed``. With ``shared: false`` the
+    target side may use other settings: ``target`` holds the ones that differ, e.g.
+    ``{"model_type": "word", "vocab_size": 200}`` for the parse trees of section 6.3, whose
+    brackets and tags are whole symbols. A ``word`` model's ``vocab_size`` is a cap: it keeps the
+    symbols that occur, up to that many.
     """
 
     vocab_size: int = 8000
@@ -52,8 +57,17 @@ class TokenizerConfig:
     byte_fallback: bool = True
     normalization_rule_name: str = "identity"
     num_threads: int = 2
+    target: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.target:
+            if self.shared:
+                raise ValueError("target settings need shared: false (one vocabulary has one model)")
+            allowed = {f.name for f in dataclasses.fields(self)} - {"target", "shared"}
+            unknown = sorted(set(self.target) - allowed)
+            if unknown:
+                raise ValueError(f"unknown target setting(s) {unknown}")
+            self.target_side()  # checks the target's settings now, not after the source's training
         if self.model_type not in ("bpe", "unigram", "char", "word"):
             raise ValueError(f"unknown model_type {self.model_type!r}")
         minimum = 4 + (256 if self.byte_fallback else 0) + 1
@@ -64,7 +78,13 @@ class TokenizerConfig:
             raise ValueError("character_coverage must be in (0, 1]")
 
 
+    def target_side(self) -> TokenizerConfig:
+        """The settings of the target side's model."""
+        return dataclasses.replace(self, target=None, **(self.target or {}))
+
+
 def _trainer_kwargs(config: TokenizerConfig) -> dict:
+    word = config.model_type == "word"
     return dict(
         vocab_size=config.vocab_size,
         model_type=config.model_type,
@@ -84,6 +104,8 @@ def _trainer_kwargs(config: TokenizerConfig) -> dict:
         num_threads=config.num_threads,
         # Long paragraphs are real training data here; the default (4192 bytes) would drop some.
         max_sentence_length=16384,
+        # A word vocabulary holds what occurs; vocab_size only caps it.
+        hard_vocab_limit=not word,
     )
 
 
@@ -146,8 +168,8 @@ def train_tokenizer(
         return _train_one(both_sides(), config, output_dir / "spm_shared.model",
                           fingerprint(langs))
     paths = []
-    for lang in (corpus.source_lang, corpus.target_lang):
-        paths.append(_train_one(corpus.lines("train", lang), config,
+    for lang, side in ((corpus.source_lang, config), (corpus.target_lang, config.target_side())):
+        paths.append(_train_one(corpus.lines("train", lang), side,
                                 output_dir / f"spm_{lang}.model", fingerprint((lang,))))
     return paths[0], paths[1]
 

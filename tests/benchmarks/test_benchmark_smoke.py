@@ -44,7 +44,7 @@ def test_learning_benchmark_compares_both_models_on_identical_batches(ddtp_corpu
 @pytest.mark.slow
 def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     search = {
-        "config": "configs/demo.yaml",
+        "config": "configs/translation/demo.yaml",
         "evaluation": {"max_sentences": 8, "max_length_offset": 5},
         "variants": [{"name": "tiny", "overrides": {
             "tokenizer": {"vocab_size": 1000, "input_sentence_size": 20000},

@@ -27,7 +27,7 @@ def prefect_server():
 
 
 def _write_config(tmp_path, **train):
-    config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    config = yaml.safe_load((REPO / "configs" / "translation" / "demo.yaml").read_text())
     config["run_dir"] = str(tmp_path / "run")
     config["tokenizer"] = {"vocab_size": 1000, "input_sentence_size": 20000}
     config["input"] = {"tokens_per_batch": 1024, "max_length": 48}
@@ -85,7 +85,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.params["train.preset"] == "demo"
-    assert run.data.params["download.source"] == "ddtp"
+    assert run.data.params["data.source"] == "ddtp"
     assert {"bleu", "chrf", "tokenized_bleu_compound_split", "loss"} <= set(run.data.metrics)
     loss_history = client.get_metric_history(run.info.run_id, "loss")
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]
@@ -178,7 +178,7 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
 
 
 def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
-    from flows.translation import load_pipeline_config
+    from flows.translation import load_translation_config as load_pipeline_config
 
     path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=0)
     with pytest.raises(ConfigError, match=r"train_steps=10 .*checkpoint_every_steps=10 saves 1 .*needs the last 3"):
@@ -187,7 +187,7 @@ def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
 
 
 def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
-    from flows.translation import load_pipeline_config
+    from flows.translation import load_translation_config as load_pipeline_config
 
     # Under a budget the trainer saves the averaging checkpoints in the run's final stretch.
     path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
@@ -195,26 +195,27 @@ def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
 
 
 def test_an_explicit_checkpoint_dir_is_kept_even_if_it_is_the_stage_default(tmp_path):
-    from flows.translation import load_pipeline_config
+    from flows.translation import load_translation_config as load_pipeline_config
 
-    config = load_pipeline_config(REPO / "configs" / "demo.yaml", {"train": {"checkpoint_dir": "runs/train"}})
+    config = load_pipeline_config(REPO / "configs" / "translation" / "demo.yaml", {"train": {"checkpoint_dir": "runs/train"}})
     assert config.train.checkpoint_dir == "runs/train"
     assert config.run_paths("abc").train == Path("runs/train")
 
 
 def test_run_dir_override_moves_every_path(tmp_path):
-    from flows.translation import RUN_ID, load_pipeline_config
+    from flows.pipeline import RUN_ID
+    from flows.translation import load_translation_config as load_pipeline_config
 
-    config = load_pipeline_config(REPO / "configs" / "demo.yaml", {"run_dir": str(tmp_path / "elsewhere")})
+    config = load_pipeline_config(REPO / "configs" / "translation" / "demo.yaml", {"run_dir": str(tmp_path / "elsewhere")})
     moved = tmp_path / "elsewhere"
-    assert Path(config.download.output_dir).parent == moved / "data"
+    assert Path(config.data.output_dir).parent == moved / "data"
     assert Path(config.input.cache_dir) == moved / "cache"
     assert Path(config.train.checkpoint_dir) == moved / "runs" / RUN_ID / "train"
     assert config.tokenizer_dir == moved / "tokenizer"
 
 
 def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
-    from flows.translation import load_pipeline_config
+    from flows.translation import load_translation_config as load_pipeline_config
 
     path = _write_config(tmp_path)
     config = yaml.safe_load(path.read_text())
@@ -240,7 +241,7 @@ def test_a_damaged_state_file_or_unusable_run_dir_fails_with_its_name(tmp_path):
 
 
 def test_unknown_setting_names_the_file_and_key(tmp_path):
-    from flows.translation import load_pipeline_config
+    from flows.translation import load_translation_config as load_pipeline_config
 
     path = tmp_path / "bad.yaml"
     path.write_text("run_dir: x\ntrain:\n  preset: demo\n  warmup_step: 10\n")
@@ -256,9 +257,12 @@ def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
     assert any(d.get("schedules") for d in names.values()), "a scheduled retraining deployment"
     for deployment in names.values():
         flow = load_flow_from_entrypoint(str(REPO / deployment["entrypoint"]))
-        assert flow.name == "transformer-translation"
+        assert flow.name in ("transformer-translation", "transformer-parsing")
         config = REPO / deployment["parameters"]["config_path"]
         assert config.exists(), config
-        from flows.translation import load_pipeline_config
-
-        load_pipeline_config(config)
+        overrides = deployment["parameters"].get("overrides")
+        if flow.name == "transformer-translation":
+            from flows.translation import load_translation_config as load
+        else:
+            from flows.parsing import load_parsing_config as load
+        load(config, overrides)

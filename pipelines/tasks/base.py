@@ -1,0 +1,67 @@
+"""What a task implements to run on the shared engine: prepare data, score decoded output.
+
+A task (translation, the constituency parsing of section 6.3, a third one) turns its raw data
+into a :class:`~pipelines.corpus.Corpus` of source/target lines and scores what the model
+decodes for a split of it. Everything between (vocabularies, input pipeline, training, checkpoint
+averaging, beam search, export, tracking) is the engine's and the same for every task; the
+flows in ``flows/pipeline.py`` run those stages for any :class:`Task`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass
+class TaskEvaluation:
+    """What a task's evaluation returns: flat numbers, the full record, examples to show.
+
+    ``primary`` names the metric in ``metrics`` that decides which of two models is better
+    (higher wins: BLEU for translation, labelled F1 for parsing).
+    """
+
+    metrics: dict[str, float]
+    primary: str
+    record: dict[str, Any] = field(default_factory=dict)
+    examples: list[dict[str, str]] = field(default_factory=list)
+    output_dir: Path | None = None
+
+    @property
+    def score(self) -> float:
+        return float(self.metrics[self.primary])
+
+
+class Task(abc.ABC):
+    """One task on the engine. Subclasses name their data and evaluation config classes."""
+
+    #: Short name: flow names, MLflow experiment and registered-model names start with it.
+    name: ClassVar[str]
+    #: Dataclass of the data stage's settings (the pipeline config's ``data`` section).
+    data_config: ClassVar[type]
+    #: Dataclass of the evaluation stage's settings (the ``evaluation`` section).
+    eval_config: ClassVar[type]
+    #: Whether source and target share one vocabulary (True), must not (False), or either.
+    shared_vocabulary: ClassVar[bool | None] = None
+    #: How a model is found again: the data settings that make two runs the same problem.
+    identity_fields: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def default_data_dir(self, data_config: Any) -> str:
+        """Where the prepared corpus goes under ``run_dir`` when the config names no directory."""
+
+    @abc.abstractmethod
+    def prepare_data(self, data_config: Any) -> Path:
+        """Writes (or verifies) the prepared corpus and returns its directory."""
+
+    @abc.abstractmethod
+    def evaluate(self, translator: Any, corpus_dir: Path, eval_config: Any,
+                 output_dir: Path) -> TaskEvaluation:
+        """Decodes a split with ``translator`` (a ``Translator`` or export), scores it, writes the files."""
+
+    def identity(self, data_config: Any) -> str:
+        """``name`` plus the identifying data settings, e.g. ``translation-ddtp-en-de``."""
+        parts = [self.name, *(str(getattr(data_config, f)) for f in self.identity_fields)]
+        return "-".join(part for part in parts if part)

@@ -1,0 +1,149 @@
+"""The parsing task's evaluation stage: beam-search parses, repaired into trees, scored like EVALB.
+
+Section 6.3 decodes with beam 21, alpha 0.3 and a maximum output length of input + 300 (the
+``parser`` presets' decoding settings, used unless the config overrides them). Every decoded
+sequence becomes a tree over exactly the sentence's words (:func:`.linearize.repair`), so every
+sentence is scored; how many needed repair is reported. Two baselines are scored by the same
+scorer on the same gold trees, so a reader can tell a parser from a bracket counter:
+right-branching trees (over the gold tags) and the gold trees with every label replaced by the
+most frequent one.
+
+Files written to ``output_dir``: ``sources.txt``, ``decoded.txt`` (raw model output),
+``gold.trees``, ``predicted.trees`` (one tree per line, ready for ``parse-eval`` or ``evalb``),
+``per_sentence.jsonl`` and ``scores.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from keras_transformer.files import atomic_write_bytes
+from pipelines.corpus import SPLITS, Corpus
+from pipelines.evaluation import decoding_kwargs, decoding_record
+
+from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
+from .linearize import delinearize, repair
+
+logger = logging.getLogger(__name__)
+
+SCORES_FILE = "scores.json"
+SUMMARY_KEYS = ("fmeasure", "recall", "precision", "complete_match", "tagging_accuracy")
+
+
+@dataclasses.dataclass
+class ParseEvalConfig:
+    """Settings of the parsing evaluation stage.
+
+    ``beam_size``, ``alpha`` and ``max_length_offset`` left ``None`` use the translator's
+    decoding settings (the parser presets: section 6.3's 21, 0.3 and +300). ``punctuation``:
+    ``each`` deletes punctuation by each tree's own tags (EVALB), ``gold`` by the gold tags.
+    """
+
+    split: str = "test"
+    beam_size: int | None = None
+    alpha: float | None = None
+    max_length_offset: int | None = None
+    batch_size: int = 16
+    max_sentences: int | None = None
+    cutoff_len: int = CUTOFF_LEN
+    punctuation: str = "each"
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {self.split!r}")
+        if self.punctuation not in ("each", "gold"):
+            raise ValueError(f"punctuation must be 'each' or 'gold', got {self.punctuation!r}")
+        for name in ("beam_size", "batch_size", "max_sentences"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    atomic_write_bytes(path, "".join(f"{line}\n" for line in lines).encode("utf-8"))
+
+
+def _summary(scores: dict, cutoff_len: int) -> dict[str, dict]:
+    return {key: scores[key] for key in ("all", f"len<={cutoff_len}")}
+
+
+def parse_sentences(translator, sentences: list[str], **decode: Any) -> tuple[list[str], list[Any], int]:
+    """Decoded sequences, trees over each sentence's words, and how many needed repair."""
+    decoded = translator.translate(sentences, **decode)
+    trees, repaired = [], 0
+    for sentence, output in zip(sentences, decoded):
+        words = sentence.split()
+        try:
+            tree = delinearize(output, words)
+        except ValueError:
+            tree, repaired = repair(output, words), repaired + 1
+        trees.append(tree)
+    return decoded, trees, repaired
+
+
+def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None = None,
+                    output_dir: str | Path = "evaluation") -> dict[str, Any]:
+    """Parses ``config.split`` of ``corpus``, scores it and the baselines, writes the files.
+
+    Returns the content of ``scores.json``: ``"all"`` and ``"len<=40"`` sections as
+    :func:`.evalb.score_trees` gives them, ``well_formed`` / ``repaired`` counts, ``baselines``
+    and the ``evaluation`` record (split, decoding settings, corpus fingerprint).
+    """
+    config = config or ParseEvalConfig()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    pairs = list(corpus.pairs(config.split))[: config.max_sentences]
+    if not pairs:
+        raise ValueError(f"split {config.split!r} of {corpus.directory} has no sentences")
+    sentences = [source for source, _ in pairs]
+    gold = [delinearize(target, source.split()) for source, target in pairs]
+    decode = decoding_kwargs(translator, config)
+    logger.info("parsing %d %s sentences (%s)", len(pairs), config.split, decode)
+    decoded, predicted, repaired = parse_sentences(translator, sentences, **decode)
+
+    scores = score_trees(gold, predicted, cutoff_len=config.cutoff_len, punctuation=config.punctuation)
+    baselines = {
+        "right_branching": score_trees(gold, [right_branching(t.words(), t.tags()) for t in gold],
+                                       cutoff_len=config.cutoff_len, punctuation=config.punctuation),
+        "most_frequent_label": score_trees(gold, most_frequent_label_baseline(gold),
+                                           cutoff_len=config.cutoff_len, punctuation=config.punctuation),
+    }
+    _write_lines(output_dir / "sources.txt", sentences)
+    _write_lines(output_dir / "decoded.txt", decoded)
+    _write_lines(output_dir / "gold.trees", [t.to_string() for t in gold])
+    _write_lines(output_dir / "predicted.trees", [t.to_string() for t in predicted])
+    _write_lines(output_dir / "per_sentence.jsonl", [json.dumps(r) for r in scores["per_sentence"]])
+    record = {
+        **_summary(scores, config.cutoff_len),
+        "well_formed": len(predicted),
+        "repaired": repaired,
+        "baselines": {name: _summary(result, config.cutoff_len) for name, result in baselines.items()},
+        "evaluation": {
+            "split": config.split,
+            "num_sentences": len(pairs),
+            "corpus_fingerprint": corpus.fingerprint(config.split),
+            "config": dataclasses.asdict(config),
+            "decoding": decoding_record(translator, decode),
+        },
+    }
+    atomic_write_bytes(output_dir / SCORES_FILE, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+    overall = record["all"]
+    logger.info("labelled F1 %.2f (R %.2f, P %.2f), exact match %.2f, tagging %.2f on %d sentences; "
+                "%d repaired; right-branching F1 %.2f", overall["fmeasure"], overall["recall"],
+                overall["precision"], overall["complete_match"], overall["tagging_accuracy"], len(pairs),
+                repaired, record["baselines"]["right_branching"]["all"]["fmeasure"])
+    return record
+
+
+def metrics(record: dict[str, Any], cutoff_len: int = CUTOFF_LEN) -> dict[str, float]:
+    """Flat numbers of :func:`evaluate_parser`'s record for a metrics logger."""
+    flat = {("f1" if key == "fmeasure" else key): record["all"][key] for key in SUMMARY_KEYS}
+    flat.update({f"len{cutoff_len}_f1": record[f"len<={cutoff_len}"]["fmeasure"],
+                 "error_sentences": record["all"]["error_sentences"], "repaired": record["repaired"]})
+    for name, baseline in record["baselines"].items():
+        flat[f"baseline_{name}_f1"] = baseline["all"]["fmeasure"]
+    return flat

@@ -1,0 +1,45 @@
+"""Constituency parsing (section 6.3) as a task on the shared engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipelines.tasks.base import Task, TaskEvaluation
+
+from .data import TreebankConfig
+from .evaluation import ParseEvalConfig
+
+
+class ParsingTask(Task):
+    """Penn Treebank trees as (words, linearised tree) pairs; scored like EVALB (labelled F1)."""
+
+    name = "parsing"
+    data_config = TreebankConfig
+    eval_config = ParseEvalConfig
+    # Words and tree symbols are different languages: separate vocabularies (section 6.3).
+    shared_vocabulary = False
+    identity_fields = ("kind",)
+
+    def default_data_dir(self, data_config: TreebankConfig) -> str:
+        return f"data/treebank-{data_config.kind}"
+
+    def prepare_data(self, data_config: TreebankConfig) -> Path:
+        from .data import prepare_treebank
+
+        return prepare_treebank(data_config)
+
+    def evaluate(self, translator: Any, corpus_dir: Path, eval_config: ParseEvalConfig,
+                 output_dir: Path) -> TaskEvaluation:
+        from pipelines.corpus import Corpus
+
+        from .evaluation import evaluate_parser, metrics
+
+        record = evaluate_parser(translator, Corpus.load(corpus_dir), eval_config, output_dir)
+        sources = Path(output_dir, "sources.txt").read_text("utf-8").splitlines()
+        gold = Path(output_dir, "gold.trees").read_text("utf-8").splitlines()
+        predicted = Path(output_dir, "predicted.trees").read_text("utf-8").splitlines()
+        examples = [{"source": s, "reference": g, "translation": p}
+                    for s, g, p in list(zip(sources, gold, predicted))[:3]]
+        return TaskEvaluation(metrics=metrics(record, eval_config.cutoff_len), primary="f1",
+                              record=record, examples=examples, output_dir=Path(output_dir))
