@@ -5,9 +5,10 @@
 The search file names a pipeline config, a budget in minutes and a list of variants, each a
 nested dict of overrides of that config (learning-rate scale, warm-up, tokens per step, model
 size, vocabulary, dropout, label smoothing, averaging window, beam and alpha, ...). Every variant
-runs through the real translation flow (``flows.translation``) with ``train.train_minutes`` set
-to the budget, so it trains, averages its last checkpoints and decodes with beam search exactly
-as the product does, and every run is an MLflow run (experiment ``recipe-search-<name>``, run
+runs through the real flow of the file's ``task`` (``translation``, the default, or ``parsing``)
+with ``train.train_minutes`` set to the budget, so it trains, averages its last checkpoints and
+decodes with beam search exactly as the product does (scored on the validation split unless the
+file says otherwise: the test split stays for the chosen recipe), and every run is an MLflow run (experiment ``recipe-search-<name>``, run
 name = variant name) in ``<out>/mlflow.db``. Variants run one after another in one process; the
 machine drifts, so each record keeps the tokens per second it reached and ``--repeats 2`` runs
 the list again in reverse order.
@@ -31,6 +32,8 @@ import yaml
 logger = logging.getLogger("recipe_search")
 
 REPO = Path(__file__).resolve().parents[1]
+#: The scores a record keeps, of those the task reports.
+SCORES = ("bleu", "chrf", "f1", "complete_match", "tagging_accuracy")
 
 
 def load_search(path: Path) -> dict[str, Any]:
@@ -44,8 +47,19 @@ def load_search(path: Path) -> dict[str, Any]:
     return search
 
 
+def _flow(task: str):
+    if task == "translation":
+        from flows.translation import translation_pipeline
+
+        return translation_pipeline
+    if task == "parsing":
+        from flows.parsing import parsing_pipeline
+
+        return parsing_pipeline
+    raise SystemExit(f"unknown task {task!r}: translation or parsing")
+
+
 def run_variant(search: dict, variant: dict, minutes: float, out: Path, search_name: str) -> dict[str, Any]:
-    from flows.translation import translation_pipeline
     from pipelines.config import merge
 
     evaluation = {"split": "validation", "max_sentences": 300, **search.get("evaluation", {})}
@@ -58,8 +72,8 @@ def run_variant(search: dict, variant: dict, minutes: float, out: Path, search_n
         "tracking": {"experiment": f"recipe-search-{search_name}", "run_name": variant["name"],
                      "tracking_uri": f"sqlite:///{(out / 'mlflow.db').resolve()}"},
     }
-    overrides = merge(fixed, variant.get("overrides", {}))
-    result = translation_pipeline(str(REPO / search["config"]), overrides)
+    overrides = merge(merge(fixed, search.get("overrides", {})), variant.get("overrides", {}))
+    result = _flow(search.get("task", "translation"))(str(REPO / search["config"]), overrides)
     metrics = [json.loads(line) for line in
                (Path(result["run_path"]) / "train" / "metrics.jsonl").read_text().splitlines()]
     final = metrics[-1]
@@ -75,15 +89,15 @@ def run_variant(search: dict, variant: dict, minutes: float, out: Path, search_n
         "target_tokens": int(sum(m["tokens"] for m in metrics)),
         "val_loss": round(final.get("val_loss", float("nan")), 4),
         "val_perplexity": round(final.get("val_perplexity", float("nan")), 2),
-        "bleu": round(scores["bleu"], 2),
-        "chrf": round(scores["chrf"], 2),
+        **{key: round(scores[key], 2) for key in SCORES if key in scores},
         "mlflow_run_id": result["run_id"],
     }
 
 
 def write_table(records: list[dict[str, Any]], path: Path) -> None:
     columns = ["search", "name", "budget_minutes", "train_minutes", "steps", "tokens_per_second",
-               "val_loss", "val_perplexity", "bleu", "chrf", "overrides"]
+               "val_loss", "val_perplexity",
+               *[key for key in SCORES if any(key in r for r in records)], "overrides"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in records:
         cells = [json.dumps(r[c], separators=(",", ":")) if c == "overrides" else str(r.get(c, ""))
