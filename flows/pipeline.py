@@ -323,7 +323,8 @@ def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
             tracker.log_artifacts(path, "tokenizer")
         trained = train_task(corpus_dir, tokenizer_paths, config.input, train_config, tracker,
                              config.tracking.log_every_steps)
-        tracker.log_metrics({**{f"final_{k}": v for k, v in trained["validation"].items()},
+        # The final validation is the last point of the val_* curves, at the final step.
+        tracker.log_metrics({**{f"val_{k}": v for k, v in trained["validation"].items()},
                              "train_minutes": trained["train_seconds"] / 60},
                             step=trained["final_step"])
         model_path = average_task(trained["checkpoint_dir"], config.averaging, str(paths.averaged))

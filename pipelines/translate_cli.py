@@ -24,18 +24,20 @@ from pathlib import Path
 logger = logging.getLogger("translate")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="translate",
-        description="Translate sentences with a trained Transformer (arguments or stdin, one per line).",
-    )
-    parser.add_argument("sentences", nargs="*", help="sentences to translate; none or '-' reads stdin")
+def build_parser(prog: str = "translate", description: str = "Translate sentences with a trained "
+                 "Transformer (arguments or stdin, one per line).", defaults: str = "4, 0.6, 50"
+                 ) -> argparse.ArgumentParser:
+    """The options of a command decoding sentences with a saved or exported model (``parse`` reuses them)."""
+    beam, alpha, offset = defaults.split(", ")
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("sentences", nargs="*", help="sentences; none or '-' reads stdin")
     parser.add_argument("--model", required=True, help="a .keras model file or an exported SavedModel directory")
     parser.add_argument("--tokenizer", help="SentencePiece .model file (source side; both sides if shared)")
     parser.add_argument("--target-tokenizer", help="target SentencePiece .model for separate vocabularies")
-    parser.add_argument("--beam-size", type=int, help="beam size (default 4; fixed in an export)")
-    parser.add_argument("--alpha", type=float, help="length penalty alpha (default 0.6; fixed in an export)")
-    parser.add_argument("--max-length-offset", type=int, help="max output length = input length + this (default 50)")
+    parser.add_argument("--beam-size", type=int, help=f"beam size (default {beam}; fixed in an export)")
+    parser.add_argument("--alpha", type=float, help=f"length penalty alpha (default {alpha}; fixed in an export)")
+    parser.add_argument("--max-length-offset", type=int,
+                        help=f"max output length = input length + this (default {offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log progress to stderr")
@@ -49,7 +51,25 @@ def read_sentences(args_sentences: list[str], stdin) -> list[str]:
     return [line.rstrip("\r\n") for line in stdin]
 
 
-def load_translator(args, parser: argparse.ArgumentParser):
+def check_options(args, parser: argparse.ArgumentParser) -> None:
+    if args.batch_size < 1:
+        parser.error("--batch-size must be positive")
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error("--beam-size must be positive")
+    if args.alpha is not None and args.alpha < 0:
+        parser.error("--alpha must be >= 0")
+    # TensorFlow's C++ start-up messages would drown the stderr logs.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
+    """The translator ``--model`` names and the decoding options of the command line.
+
+    ``decoding`` (a ``DecodingSettings``) replaces the paper's translation defaults for a
+    ``.keras`` model; an export has its own settings compiled in.
+    """
     from keras_transformer.export import is_exported_translator, load_exported
 
     model_path = Path(args.model)
@@ -73,7 +93,7 @@ def load_translator(args, parser: argparse.ArgumentParser):
         parser.error("--tokenizer is required with a .keras model")
     from keras_transformer.translator import Translator
 
-    translator = Translator.from_files(model_path, args.tokenizer, args.target_tokenizer)
+    translator = Translator.from_files(model_path, args.tokenizer, args.target_tokenizer, decoding=decoding)
     options = {"beam_size": args.beam_size, "alpha": args.alpha,
                "max_length_offset": args.max_length_offset, "greedy": args.greedy}
     return translator, {k: v for k, v in options.items() if v is not None}
@@ -82,16 +102,7 @@ def load_translator(args, parser: argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error("--batch-size must be positive")
-    if args.beam_size is not None and args.beam_size < 1:
-        parser.error("--beam-size must be positive")
-    if args.alpha is not None and args.alpha < 0:
-        parser.error("--alpha must be >= 0")
-    # TensorFlow's C++ start-up messages would drown the translations' stderr logs.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    check_options(args, parser)
 
     sentences = read_sentences(args.sentences, sys.stdin)
     translator, options = load_translator(args, parser)

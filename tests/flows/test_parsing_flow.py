@@ -1,0 +1,96 @@
+"""The parsing flow end to end on a slice of the NLTK sample: real Prefect (temporary local API),
+real MLflow, the real stages shared with translation; a tiny model and a few steps."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness():
+        yield
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory, shared_data_dir):
+    from flows.parsing import parsing_pipeline
+
+    tmp_path = tmp_path_factory.mktemp("parsing")
+    overrides = {
+        "run_dir": str(tmp_path / "run"),
+        "data": {"path": str(shared_data_dir / "nltk-treebank" / "treebank.zip"), "max_train_trees": 200},
+        "tokenizer": {"vocab_size": 600},
+        "input": {"tokens_per_batch": 1024},
+        "train": {"model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
+                  "train_minutes": 0, "train_steps": 9, "checkpoint_every_steps": 3,
+                  "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False},
+        "averaging": {"last_n": 2},
+        # The preset's beam 21 and alpha 0.3 stay; a short output cap keeps an untrained model quick.
+        "evaluation": {"max_sentences": 6, "max_length_offset": 12},
+        "tracking": {"experiment": "parsing-flow-test", "log_every_steps": 3},
+    }
+    result = parsing_pipeline(str(REPO / "configs" / "parsing" / "sample-cpu.yaml"), overrides)
+    return tmp_path, result
+
+
+def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, result = parsed
+    work = Path(result["run_path"])
+    assert result["task"] == "parsing" and result["final_step"] == 9
+    assert [Path(p).name for p in result["tokenizer"]] == ["spm_en.model", "spm_tree.model"]
+    scores = json.loads((work / "evaluation" / "scores.json").read_text())
+    assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
+    assert scores["well_formed"] == 6 and scores["all"]["sentences"] == 6
+    assert scores["baselines"]["right_branching"]["all"]["fmeasure"] > 0
+    for name in ("gold.trees", "predicted.trees", "per_sentence.jsonl"):
+        assert len((work / "evaluation" / name).read_text().splitlines()) == 6
+
+    state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
+    client = MlflowClient(state["tracking_uri"])
+    run = client.get_run(result["run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["task"] == "parsing"
+    for key in ("f1", "complete_match", "tagging_accuracy", "baseline_right_branching_f1", "val_loss"):
+        assert key in run.data.metrics, key
+    artifacts = {a.path for a in client.list_artifacts(result["run_id"], "evaluation")}
+    assert {"evaluation/predicted.trees", "evaluation/per_sentence.jsonl", "evaluation/scores.json"} <= artifacts
+    assert run.data.params["data.max_train_trees"] == "200"
+
+
+def test_the_export_keeps_section_6_3_decoding(parsed):
+    _, result = parsed
+    metadata = json.loads((Path(result["export"]) / "assets.extra" / "translator.json").read_text())
+    # Not the translation default of +50: the parser preset's +300, beam 21, alpha 0.3.
+    assert (metadata["beam_size"], metadata["alpha"], metadata["max_length_offset"]) == (21, 0.3, 300)
+
+
+@pytest.mark.parametrize("source", ["export", "keras"])
+def test_parse_command_prints_one_tree_per_line_over_the_input_words(parsed, source):
+    from pipelines.tasks.parsing.tree import parse_tree
+
+    _, result = parsed
+    if source == "export":
+        model = ["--model", result["export"]]
+    else:
+        model = ["--model", result["model"], "--tokenizer", result["tokenizer"][0],
+                 "--target-tokenizer", result["tokenizer"][1], "--max-length-offset", "8", "--beam-size", "2"]
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipelines.tasks.parsing.parse_cli", *model],
+        input="Ms. Haag plays Elianti.\n\nIt isn't (really) cheap, he said.\n",
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = completed.stdout.splitlines()
+    assert len(lines) == 3 and lines[1] == ""
+    assert parse_tree(lines[0]).words() == ["Ms.", "Haag", "plays", "Elianti", "."]
+    assert parse_tree(lines[2]).words() == ["It", "is", "n't", "-LRB-", "really", "-RRB-", "cheap", ",",
+                                            "he", "said", "."]

@@ -1,0 +1,56 @@
+"""The parsing task's data stage on the real NLTK sample: a corpus of (words, linearised tree) pairs."""
+
+import time
+
+import pytest
+
+from pipelines.cleaning import DataError
+from pipelines.corpus import Corpus
+from pipelines.tasks.parsing.data import TreebankConfig, prepare_treebank
+from pipelines.tasks.parsing.linearize import delinearize
+
+
+def test_the_sample_becomes_a_corpus_split_by_file(sample_zip, sample_splits, tmp_path):
+    path = prepare_treebank(TreebankConfig(path=str(sample_zip), output_dir=str(tmp_path / "corpus")))
+    corpus = Corpus.load(path)
+    assert (corpus.source_lang, corpus.target_lang) == ("en", "tree")
+    assert corpus.counts == {"train": len(sample_splits["train"]), "validation": len(sample_splits["dev"]),
+                               "test": len(sample_splits["test"])}
+    words, target = next(corpus.pairs("test"))
+    # Each pair gives back the treebank's tree: the corpus is the task's whole data.
+    assert delinearize(target, words.split()) == sample_splits["test"][0]
+
+
+def test_a_rerun_does_no_work_and_changed_settings_redo_it(sample_zip, tmp_path, caplog):
+    config = TreebankConfig(path=str(sample_zip), output_dir=str(tmp_path / "corpus"), max_train_trees=50)
+    prepare_treebank(config)
+    manifest = (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns
+    caplog.set_level("INFO")
+    prepare_treebank(config)
+    assert "nothing to do" in caplog.text
+    assert (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns == manifest
+    config.max_train_trees = 60
+    assert Corpus.load(prepare_treebank(config)).counts["train"] == 60
+
+
+def test_a_missing_treebank_names_the_setting_and_how_to_get_it(tmp_path):
+    config = TreebankConfig(path=str(tmp_path / "nowhere.zip"), output_dir=str(tmp_path / "corpus"))
+    with pytest.raises(DataError, match=r"data.path: .*nowhere.zip does not exist.*nltk.downloader treebank"):
+        prepare_treebank(config)
+
+
+def test_offline_fetching_fails_within_seconds_naming_the_download_command(tmp_path):
+    # Port 9 (discard) on the loopback interface: nothing listens, as on a machine without internet.
+    config = TreebankConfig(output_dir=str(tmp_path / "corpus"), url="http://127.0.0.1:9/treebank.zip",
+                            network_timeout=3)
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"unreachable.*give data.path.*nltk.downloader treebank"):
+        prepare_treebank(config)
+    assert time.monotonic() - started < 10
+
+
+def test_invalid_settings_are_rejected():
+    with pytest.raises(ValueError, match="on_error"):
+        TreebankConfig(on_error="ignore")
+    with pytest.raises(ValueError, match="max_train_trees"):
+        TreebankConfig(max_train_trees=0)
