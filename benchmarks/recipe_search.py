@@ -8,10 +8,10 @@ size, vocabulary, dropout, label smoothing, averaging window, beam and alpha, ..
 runs through the real flow of the file's ``task`` (``translation``, the default, or ``parsing``)
 with ``train.train_minutes`` set to the budget, so it trains, averages its last checkpoints and
 decodes with beam search exactly as the product does (scored on the validation split unless the
-file says otherwise: the test split stays for the chosen recipe), and every run is an MLflow run (experiment ``recipe-search-<name>``, run
-name = variant name) in ``<out>/mlflow.db``. Variants run one after another in one process; the
-machine drifts, so each record keeps the tokens per second it reached and ``--repeats 2`` runs
-the list again in reverse order.
+file says otherwise: the test split stays for the chosen recipe), and every run is an MLflow run
+(experiment ``recipe-search-<name>``, run name = variant name) in ``<out>/mlflow.db``. Variants
+run one after another in one process; the machine drifts, so each record keeps the tokens per
+second it reached and ``--repeats 2`` runs the list again in reverse order.
 
 Writes ``<out>/results.jsonl`` (one record per run, appended) and ``<out>/results.md`` (the
 table of every record so far) and prints the new records as JSON.

@@ -1,8 +1,10 @@
 """MLflow tracking for the flows: one run per pipeline run, logged through explicit run ids.
 
 The default store is a local SQLite database and artifact folder inside the run directory, so a
-fresh machine tracks experiments with nothing started by hand; set ``tracking_uri`` (or
-``MLFLOW_TRACKING_URI``) to use a team's MLflow server instead.
+fresh machine tracks experiments with nothing started by hand; set ``tracking.tracking_uri`` (or
+the environment's ``MLFLOW_TRACKING_URI``) to use a team's MLflow server instead. With a server,
+artifacts go where the server says (``mlflow server --serve-artifacts`` proxies them), and a
+server that does not answer fails the flow at its start, naming the URI, before any work.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +31,41 @@ _MAX_PARAM_LENGTH = 6000
 
 @dataclass
 class TrackingConfig:
-    """Where runs are recorded: ``tracking_uri`` (default ``sqlite:///<run_dir>/mlflow.db``),
-    the ``experiment`` name, and how often per-step training metrics are logged."""
+    """Where runs are recorded and how the model is registered.
+
+    ``tracking_uri``: default ``MLFLOW_TRACKING_URI``, else ``sqlite:///<run_dir>/mlflow.db``.
+    ``experiment``, ``run_name``; ``log_every_steps`` for per-step training metrics.
+    ``register``: log the export as an MLflow model, register it as a version of
+    ``registered_model`` (default: the task and its data, e.g. ``translation-ddtp-en-de``) and
+    promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
+    """
 
     tracking_uri: str | None = None
     experiment: str = "transformer-translation"
     run_name: str | None = None
     log_every_steps: int = 10
+    register: bool = True
+    registered_model: str | None = None
+
+
+def resolve_tracking_uri(config: TrackingConfig, run_dir: Path) -> str:
+    return config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{run_dir / 'mlflow.db'}"
+
+
+def require_server(uri: str, timeout: float = 10.0) -> None:
+    """Fails at once, naming ``uri``, if an HTTP tracking server does not answer its health check."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
+            pass
+    except urllib.error.HTTPError:
+        pass  # it answered; authorisation and the like are the client's business
+    except (urllib.error.URLError, OSError) as err:
+        from pipelines.config import ConfigError
+
+        raise ConfigError(f"MLflow tracking server {uri} (tracking.tracking_uri or MLFLOW_TRACKING_URI) "
+                          f"does not answer: {getattr(err, 'reason', err)}") from err
 
 
 def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -53,19 +86,22 @@ class Tracker:
     def __init__(self, tracking_uri: str, run_id: str):
         self.tracking_uri = tracking_uri
         self.run_id = run_id
-        self.client = MlflowClient(tracking_uri)
+        self.client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
     def start(cls, config: TrackingConfig, run_dir: Path, resume_run_id: str | None = None,
               tags: dict[str, str] | None = None) -> Tracker:
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
-        uri = config.tracking_uri or f"sqlite:///{run_dir / 'mlflow.db'}"
-        client = MlflowClient(uri)
+        uri = resolve_tracking_uri(config, run_dir)
+        require_server(uri)
+        client = MlflowClient(uri, registry_uri=uri)
         experiment = client.get_experiment_by_name(config.experiment)
         if experiment is None:
+            # A server decides where artifacts go; the local default keeps them in the run_dir.
+            local = uri == f"sqlite:///{run_dir / 'mlflow.db'}"
             experiment_id = client.create_experiment(
-                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri()
+                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri() if local else None
             )
         else:
             experiment_id = experiment.experiment_id

@@ -6,7 +6,8 @@ encoder, beam search with its cache (section 6.1 settings fixed at export time) 
 detokenization. Loading it needs TensorFlow and ``tensorflow_text`` (whose import registers the
 SentencePiece ops) and nothing else: no Keras, no ``keras_transformer``::
 
-    import tensorflow as tf, tensorflow_text  # noqa: F401
+    import numpy as np
+import tensorflow as tf, tensorflow_text  # noqa: F401
     translator = tf.saved_model.load(path)
     translator.translate(tf.constant(["Hello world."]))                 # tf.string [batch]
     translator.signatures["serving_default"](sentences=tf.constant([...]))["translations"]
@@ -18,6 +19,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.beam_search import beam_search_decode
@@ -60,8 +62,9 @@ class TranslatorModule(tf.Module):
         self._source_limit = config.max_length if config.positional_encoding == "learned" else None
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
-    def translate(self, sentences):
-        """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``)."""
+    def n_best(self, sentences):
+        """Every finished beam hypothesis, best first: ``hypotheses`` ``tf.string [batch, beam]``
+        and their length-normalised ``scores`` (``-inf`` marks an empty slot)."""
         ids = self.source_tokenizer.tokenize(sentences)
         if self._source_limit is not None:
             ids = ids[:, : self._source_limit - 1]
@@ -71,7 +74,14 @@ class TranslatorModule(tf.Module):
         result = beam_search_decode(
             self.model, source, self.beam_size, self.alpha, self.max_length_offset
         )
-        return self.target_tokenizer.detokenize(result.ids[:, 0])
+        shape = tf.shape(result.ids)
+        texts = self.target_tokenizer.detokenize(tf.reshape(result.ids, tf.stack([-1, shape[2]])))
+        return {"hypotheses": tf.reshape(texts, shape[:2]), "scores": result.scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
+    def translate(self, sentences):
+        """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``)."""
+        return self.n_best(sentences)["hypotheses"][:, 0]
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
     def serve(self, sentences):
@@ -136,15 +146,23 @@ class ExportedTranslator:
         metadata_path = self.path / METADATA_FILE
         self.settings = json.loads(metadata_path.read_text("utf-8")) if metadata_path.is_file() else {}
 
-    def translate(self, sentences, batch_size: int = 32) -> list[str]:
-        """Translations of a list of strings, decoded ``batch_size`` sentences at a time."""
+    def translate(self, sentences, batch_size: int = 32, n_best: bool = False) -> list[str] | list[list[str]]:
+        """Translations of a list of strings, decoded ``batch_size`` sentences at a time.
+
+        ``n_best=True``: per sentence, every finished beam hypothesis, best first.
+        """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
         sentences = list(sentences)
-        out: list[str] = []
+        out: list = []
         for start in range(0, len(sentences), batch_size):
             batch = tf.constant(sentences[start : start + batch_size], tf.string)
-            out.extend(t.decode("utf-8") for t in self.module.translate(batch).numpy())
+            if not n_best:
+                out.extend(t.decode("utf-8") for t in self.module.translate(batch).numpy())
+                continue
+            result = self.module.n_best(batch)
+            for texts, scores in zip(result["hypotheses"].numpy(), result["scores"].numpy()):
+                out.append([t.decode("utf-8") for t, score in zip(texts, scores) if np.isfinite(score)])
         return out
 
     def __call__(self, sentences, **kwargs) -> list[str]:

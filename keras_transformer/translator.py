@@ -88,12 +88,15 @@ class Translator:
         max_length_offset: int | None = None,
         batch_size: int = 32,
         greedy: bool = False,
-    ) -> list[str]:
+        n_best: bool = False,
+    ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
         Sentences are sorted by length and decoded in batches of ``batch_size`` so that little
         padding is computed; the compiled search is traced once per beam size. ``greedy=True``
         uses greedy decoding instead of beam search (``beam_size`` and ``alpha`` are ignored).
+        ``n_best=True`` returns, per sentence, every finished hypothesis of the beam, best first
+        (for a caller that must reject some, e.g. a parse that is not a tree over its words).
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
@@ -116,7 +119,7 @@ class Translator:
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         pad = self.model.config.pad_id
-        translations: list[str | None] = [None] * len(sentences)
+        translations: list = [None] * len(sentences)
         if greedy:
             decode = compiled_greedy_decode(self.model)
         else:
@@ -133,14 +136,19 @@ class Translator:
             for row, i in enumerate(batch):
                 source[row, : len(encoded[i])] = encoded[i]
             if greedy:
-                ids = decode(tf.constant(source), tf.constant(offset, tf.int32)).ids
+                ids = decode(tf.constant(source), tf.constant(offset, tf.int32)).ids[:, None]
+                found = np.ones(ids.shape[:2], bool)
             else:
                 result = decode(tf.constant(source), tf.constant(alpha, tf.float32), tf.constant(offset, tf.int32))
-                ids = result.ids[:, 0]
-            texts = self.target_tokenizer.detokenize(ids).numpy()
-            for i, text in zip(batch, texts):
-                translations[i] = text.decode("utf-8")
-        return translations  # type: ignore[return-value]
+                ids = result.ids if n_best else result.ids[:, :1]
+                found = np.isfinite(result.scores.numpy()[:, : ids.shape[1]])
+            shape = tf.shape(ids)
+            texts = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])).numpy()
+            texts = texts.reshape(int(shape[0]), int(shape[1]))
+            for row, i in enumerate(batch):
+                hypotheses = [t.decode("utf-8") for t, ok in zip(texts[row], found[row]) if ok]
+                translations[i] = hypotheses if n_best else (hypotheses[0] if hypotheses else "")
+        return translations
 
     def __call__(self, sentences: Sequence[str], **kwargs) -> list[str]:
         return self.translate(sentences, **kwargs)

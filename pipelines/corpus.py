@@ -241,6 +241,10 @@ class Corpus:
                 self._name(split, lang)
 
 
+class OfflineError(ConnectionError):
+    """A server the stage needs does not answer at all: retrying soon will not help."""
+
+
 def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "download",
                     hint: str = "Offline, use the bundled 'ddtp' source or a 'folder' of your own "
                                 "parallel files instead") -> None:
@@ -265,7 +269,7 @@ def require_network(urls: Iterable[str], *, timeout: float = 10.0, what: str = "
             pass  # the server answered; whether HEAD is allowed does not matter here
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise ConnectionError(
+            raise OfflineError(
                 f"cannot {what}: {host} is unreachable ({reason}; tried {url} with a "
                 f"{timeout:g}s timeout). This step needs internet access. {hint}"
             ) from err

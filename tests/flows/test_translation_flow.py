@@ -15,6 +15,7 @@ import yaml
 from pipelines.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "configs" / "translation" / "demo.yaml"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -197,7 +198,7 @@ def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
 def test_an_explicit_checkpoint_dir_is_kept_even_if_it_is_the_stage_default(tmp_path):
     from flows.translation import load_translation_config as load_pipeline_config
 
-    config = load_pipeline_config(REPO / "configs" / "translation" / "demo.yaml", {"train": {"checkpoint_dir": "runs/train"}})
+    config = load_pipeline_config(DEMO, {"train": {"checkpoint_dir": "runs/train"}})
     assert config.train.checkpoint_dir == "runs/train"
     assert config.run_paths("abc").train == Path("runs/train")
 
@@ -206,7 +207,7 @@ def test_run_dir_override_moves_every_path(tmp_path):
     from flows.pipeline import RUN_ID
     from flows.translation import load_translation_config as load_pipeline_config
 
-    config = load_pipeline_config(REPO / "configs" / "translation" / "demo.yaml", {"run_dir": str(tmp_path / "elsewhere")})
+    config = load_pipeline_config(DEMO, {"run_dir": str(tmp_path / "elsewhere")})
     moved = tmp_path / "elsewhere"
     assert Path(config.data.output_dir).parent == moved / "data"
     assert Path(config.input.cache_dir) == moved / "cache"

@@ -26,7 +26,7 @@ from pipelines.corpus import SPLITS, Corpus
 from pipelines.evaluation import decoding_kwargs, decoding_record
 
 from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
-from .linearize import delinearize, repair
+from .linearize import best_tree, delinearize
 
 logger = logging.getLogger(__name__)
 
@@ -75,17 +75,17 @@ def _summary(scores: dict, cutoff_len: int) -> dict[str, dict]:
 
 
 def parse_sentences(translator, sentences: list[str], **decode: Any) -> tuple[list[str], list[Any], int]:
-    """Decoded sequences, trees over each sentence's words, and how many needed repair."""
-    decoded = translator.translate(sentences, **decode)
+    """Best decoded sequences, trees over each sentence's words, and how many needed repair.
+
+    Each tree is the best beam hypothesis that is a tree over the words (:func:`.linearize.best_tree`).
+    """
+    n_best = translator.translate(sentences, n_best=True, **decode)
     trees, repaired = [], 0
-    for sentence, output in zip(sentences, decoded):
-        words = sentence.split()
-        try:
-            tree = delinearize(output, words)
-        except ValueError:
-            tree, repaired = repair(output, words), repaired + 1
+    for sentence, hypotheses in zip(sentences, n_best):
+        tree, was_repaired = best_tree(hypotheses, sentence.split())
         trees.append(tree)
-    return decoded, trees, repaired
+        repaired += was_repaired
+    return [hypotheses[0] if hypotheses else "" for hypotheses in n_best], trees, repaired
 
 
 def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None = None,

@@ -165,3 +165,21 @@ def _pop(stack: list[tuple[str, list, bool]]) -> bool:
     if real and children:
         stack[-1][1].append(Tree(label, tuple(children)))
     return real
+
+
+def best_tree(hypotheses: str | Iterable[str], words: Iterable[str]) -> tuple[Tree, bool]:
+    """The tree of the best hypothesis that is one over ``words``, and whether repair was needed.
+
+    ``hypotheses`` is a beam's finished hypotheses, best first (or one decoded string). An
+    undertrained model can rank an invalid parse first (a short one with too few POS slots, or
+    the empty sequence, which a wide beam finds); the best *valid* hypothesis is the answer a
+    parser should give. With none valid, the best hypothesis is repaired (:func:`repair`).
+    """
+    hypotheses = [hypotheses] if isinstance(hypotheses, str) else list(hypotheses)
+    words = list(words)
+    for hypothesis in hypotheses:
+        try:
+            return delinearize(hypothesis, words), False
+        except ValueError:
+            continue
+    return repair(hypotheses[0] if hypotheses else "", words), True

@@ -10,8 +10,8 @@ Usage::
 0.3, maximum length input + 300. Sentences are split into Penn Treebank-style tokens first
 (punctuation and clitics such as ``n't`` and ``'s`` become words of their own; ``--pretokenized``
 takes whitespace-separated tokens as they are). Output: one bracketed tree per input line,
-``(TOP ...)``, always over exactly the sentence's tokens: a decoded sequence that is not a
-well-formed tree is repaired (:func:`.linearize.repair`).
+``(TOP ...)``, always over exactly the sentence's tokens: the best beam hypothesis that is such a
+tree, or the best one repaired (:func:`.linearize.best_tree`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 
 from pipelines import translate_cli
 
-from .linearize import delinearize, repair
+from .linearize import best_tree
 
 logger = logging.getLogger("parse")
 
@@ -59,19 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     translator, options = translate_cli.load_translator(args, parser, decoding=get_preset("parser").decoding)
     words = [line.split() if args.pretokenized else ptb_tokenize(line) for line in sentences]
     nonempty = [i for i, tokens in enumerate(words) if tokens]
-    decoded = translator.translate([" ".join(words[i]) for i in nonempty], batch_size=args.batch_size, **options) \
-        if nonempty else []
+    decoded = translator.translate([" ".join(words[i]) for i in nonempty], batch_size=args.batch_size,
+                                   n_best=True, **options) if nonempty else []
     outputs = dict(zip(nonempty, decoded))
     out = sys.stdout
     for i, tokens in enumerate(words):
         if not tokens:
             out.write("\n")  # an empty line stays empty: output lines match input lines
             continue
-        try:
-            tree = delinearize(outputs[i], tokens)
-        except ValueError:
-            logger.info("sentence %d: repairing the decoded sequence", i + 1)
-            tree = repair(outputs[i], tokens)
+        tree, repaired = best_tree(outputs[i], tokens)
+        if repaired:
+            logger.info("sentence %d: no hypothesis was a tree over its words; repaired the best", i + 1)
         out.write(tree.to_string() + "\n")
     out.flush()
     return 0

@@ -20,9 +20,11 @@ class Oracle:
         self.answer = answer
         self.calls = []
 
-    def translate(self, sentences, **kwargs):
+    def translate(self, sentences, n_best=False, **kwargs):
         self.calls.append(kwargs)
-        return [self.answer if self.answer is not None else self.gold[s] for s in sentences]
+        answers = [self.answer if self.answer is not None else self.gold[s] for s in sentences]
+        # An n-best list whose first entry is the empty parse a wide beam can rank first.
+        return [["", answer] for answer in answers] if n_best else answers
 
 
 @pytest.fixture(scope="module")

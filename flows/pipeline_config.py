@@ -1,0 +1,155 @@
+"""The settings of a whole pipeline run, the directories it writes and the state it leaves.
+
+One YAML file configures a run; each section is the typed config of one stage, and a task's
+config (``TranslationPipelineConfig``, ``ParsingPipelineConfig``) types the ``data`` and
+``evaluation`` sections with its own stage configs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from flows.tracking import TrackingConfig
+from pipelines.averaging import AveragingConfig
+from pipelines.config import ConfigError, load_config, merge
+from pipelines.input_pipeline import InputConfig
+from pipelines.tasks.base import Task
+from pipelines.tokenization import TokenizerConfig
+from pipelines.training import TrainConfig
+
+#: Placeholder for the MLflow run id in ``train.checkpoint_dir``.
+RUN_ID = "{run_id}"
+
+
+@dataclass
+class PipelineConfig:
+    """One file configures the whole run; each section is the config of one stage.
+
+    A task's config subclasses this, typing ``data`` and ``evaluation`` with its own stage
+    configs and naming itself in ``task``. Paths left empty in a section are placed under
+    ``run_dir``. What every run shares: ``data/``, ``cache/`` (token ids), ``tokenizer/``, the
+    MLflow store. What each MLflow run owns, under ``runs/<run id>/`` (:meth:`run_paths`):
+    ``train/`` (checkpoints), ``averaged/``, ``evaluation/``, ``export/``. ``{run_id}`` in
+    ``train.checkpoint_dir`` stands for the MLflow run id; a ``train.checkpoint_dir`` without it
+    is shared by every run, so a rerun after a finished run continues training there.
+    """
+
+    task: ClassVar[Task]
+
+    run_dir: str = "runs/demo"
+    data: Any = None
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    input: InputConfig = field(default_factory=InputConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    averaging: AveragingConfig = field(default_factory=AveragingConfig)
+    evaluation: Any = None
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    export: bool = True
+
+    def __post_init__(self) -> None:
+        run = Path(self.run_dir)
+        if self.data is None:
+            self.data = self.task.data_config()
+        if self.evaluation is None:
+            self.evaluation = self.task.eval_config()
+        if not self.data.output_dir:
+            self.data.output_dir = str(run / self.task.default_data_dir(self.data))
+        if not self.input.cache_dir:
+            self.input.cache_dir = str(run / "cache")
+        # Not chosen: each MLflow run gets its own (an explicit directory is kept, whatever it is).
+        if not self.train.checkpoint_dir:
+            self.train.checkpoint_dir = str(run / "runs" / RUN_ID / "train")
+        shared = self.task.shared_vocabulary
+        if shared is not None and self.tokenizer.shared != shared:
+            raise ConfigError(f"tokenizer.shared={self.tokenizer.shared}: the {self.task.name} task needs "
+                              f"{'one shared vocabulary' if shared else 'separate source and target vocabularies'}"
+                              f" (tokenizer.shared: {str(shared).lower()})")
+        self._check_enough_checkpoints()
+
+    def _check_enough_checkpoints(self) -> None:
+        # Averaging needs last_n checkpoints; find out now rather than after hours of training.
+        resolved = self.train.resolved()
+        if resolved["train_minutes"]:
+            return  # under a time budget the trainer saves them in the run's final stretch
+        last_n = self.averaging.last_n or resolved["checkpoints_to_average"]
+        every, steps = self.train.checkpoint_every_steps, resolved["train_steps"]
+        if every:
+            saved = steps // every + (1 if steps % every else 0)
+            if saved < last_n:
+                raise ConfigError(
+                    f"train.train_steps={steps} with train.checkpoint_every_steps={every} saves "
+                    f"{saved} checkpoint(s), but averaging needs the last {last_n} "
+                    f"(averaging.last_n or preset '{self.train.preset}'): lower "
+                    "checkpoint_every_steps or averaging.last_n"
+                )
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return Path(self.run_dir) / "tokenizer"
+
+    @property
+    def latest_link(self) -> Path:
+        return Path(self.run_dir) / "latest"
+
+    def run_paths(self, run_id: str) -> RunPaths:
+        """The directories MLflow run ``run_id`` writes to."""
+        work = Path(self.run_dir) / "runs" / run_id
+        train = Path(self.train.checkpoint_dir.replace(RUN_ID, run_id))
+        return RunPaths(work, train, work / "averaged", work / "evaluation", work / "export")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one MLflow run's stages write (see :class:`PipelineConfig`)."""
+
+    work: Path
+    train: Path
+    averaged: Path
+    evaluation: Path
+    export: Path
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The MLflow run a previous flow run of this ``run_dir`` left (``{}`` if none)."""
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not isinstance(state.get("run_id"), str):
+            raise ValueError("no 'run_id'")
+    except ValueError as err:
+        raise ConfigError(f"{path} is damaged ({err}); delete it to start a new MLflow run") from err
+    return state
+
+
+def point_latest_at(link: Path, target: Path) -> None:
+    """Makes ``link`` a relative symlink to ``target``, replacing the old one atomically."""
+    temporary = link.with_name(link.name + ".tmp")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(Path(target).relative_to(link.parent))
+    temporary.replace(link)
+
+
+def load_pipeline_config(cls: type[PipelineConfig], path: str | Path,
+                         overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """The pipeline config of a YAML file; ``overrides`` is a nested dict applied on top."""
+    return load_config(cls, path, overrides=overrides)
+
+
+def parse_overrides(settings: list[str]) -> dict[str, Any]:
+    """``["train.train_minutes=5", ...]`` as the nested dict ``load_config`` merges."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {setting!r}: expected SECTION.KEY=VALUE")
+        nested: Any = yaml.safe_load(value) if value else None
+        for part in reversed(key.strip().split(".")):
+            nested = {part: nested}
+        overrides = merge(overrides, nested)
+    return overrides

@@ -1,0 +1,229 @@
+"""The stages of the pipeline as Prefect tasks, each around a plain function of ``pipelines``.
+
+Each stage skips work that is already done (a verified corpus, an unchanged tokenizer) and
+training resumes from its newest checkpoint, so a retry or a rerun continues where the last
+attempt stopped. Retries are for errors that can pass (network, I/O); a configuration or data
+error fails at once. Every stage has a time limit sized to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.tracking import Tracker
+from pipelines.averaging import AveragingConfig
+from pipelines.input_pipeline import InputConfig
+from pipelines.tasks.base import Task
+from pipelines.tokenization import TokenizerConfig
+from pipelines.training import TrainConfig
+
+HOUR = 3600
+#: OSErrors that a retry cannot cure: the thing is missing, forbidden, or the machine is offline.
+PERMANENT_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def transient_only(task, task_run, state) -> bool:
+    """Prefect ``retry_condition_fn``: retry network and I/O failures, never settings or data errors."""
+    from pipelines.corpus import OfflineError
+
+    error = state.data if isinstance(state.data, BaseException) else None
+    if error is None:
+        try:
+            state.result()
+        except BaseException as raised:  # noqa: BLE001  (classifying it is the point)
+            error = raised
+    retry = isinstance(error, OSError) and not isinstance(error, (*PERMANENT_OS_ERRORS, OfflineError))
+    if not retry:
+        get_run_logger().info("not retrying %s: %r is not an error that can pass", task.name, error)
+    return retry
+
+
+RETRY = {"retry_condition_fn": transient_only, "cache_policy": NO_CACHE}
+
+
+def train_timeout(config: TrainConfig) -> float | None:
+    """Seconds the train stage may take: a budgeted run gets its budget with room; a step-bounded one none."""
+    minutes = config.resolved()["train_minutes"]
+    return minutes * 60 * 1.5 + HOUR / 2 if minutes else None
+
+
+@task(name="prepare-data", retries=2, retry_delay_seconds=10, timeout_seconds=6 * HOUR, **RETRY)
+def prepare_data_task(pipeline_task: Task, config: Any) -> str:
+    path = pipeline_task.prepare_data(config)
+    get_run_logger().info("corpus ready at %s", path)
+    return str(path)
+
+
+@task(name="tokenizer", retries=1, timeout_seconds=2 * HOUR, **RETRY)
+def tokenizer_task(corpus_dir: str, config: TokenizerConfig, output_dir: str) -> list[str]:
+    """The vocabulary files: one shared model, or the source's and the target's."""
+    from pipelines.corpus import Corpus
+    from pipelines.tokenization import train_tokenizer
+
+    paths = train_tokenizer(Corpus.load(corpus_dir), config, output_dir)
+    paths = [str(p) for p in (paths if isinstance(paths, tuple) else (paths,))]
+    get_run_logger().info("tokenizer(s) at %s", paths)
+    return paths
+
+
+def _tokenizers(tokenizer_paths: list[str]):
+    from pipelines.tokenization import load_tokenizers
+
+    return load_tokenizers(tokenizer_paths[0] if len(tokenizer_paths) == 1 else tuple(tokenizer_paths))
+
+
+@task(name="train", retries=1, retry_delay_seconds=5, **RETRY)
+def train_task(
+    corpus_dir: str,
+    tokenizer_paths: list[str],
+    input_config: InputConfig,
+    config: TrainConfig,
+    tracker: Tracker,
+    log_every_steps: int,
+) -> dict[str, Any]:
+    """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
+    from pipelines.corpus import Corpus
+    from pipelines.input_pipeline import make_dataset
+    from pipelines.training import train
+
+    run_logger = get_run_logger()
+    corpus = Corpus.load(corpus_dir)
+    source, target = _tokenizers(tokenizer_paths)
+    pair = (source, target)
+    train_data = make_dataset(corpus, "train", pair, input_config, training=True)
+    validation = make_dataset(corpus, "validation", pair, input_config, training=False)
+    if source is target:
+        vocab_size = source.vocab_size
+        vocabulary = {"fingerprint": source.fingerprint, "size": source.vocab_size}
+    else:
+        vocab_size = (source.vocab_size, target.vocab_size)
+        vocabulary = {"fingerprint": f"{source.fingerprint}+{target.fingerprint}", "size": list(vocab_size)}
+
+    def on_step(step: int, metrics: dict[str, Any]) -> None:
+        validated = any(key.startswith("val_") for key in metrics)
+        if step % log_every_steps == 0 or validated:
+            tracker.log_metrics(metrics, step=step)
+        if validated:
+            run_logger.info("step %d: %s", step, {k: v for k, v in metrics.items() if k.startswith("val_")})
+
+    result = train(config, train_data, vocab_size, validation_data=validation, vocabulary=vocabulary,
+                   on_step=on_step)
+    # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
+    # checkpoint in the trainer's metrics file but not in MLflow: log them now.
+    logged = tracker.logged_steps("loss")
+    for record in result.history:
+        step = record["step"]
+        if step <= result.start_step and step not in logged and (
+                step % log_every_steps == 0 or any(k.startswith("val_") for k in record)):
+            tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=step)
+    run_logger.info(
+        "training reached step %d (started at %d) in %.0f s; validation %s",
+        result.final_step, result.start_step, result.elapsed_seconds, result.validation,
+    )
+    return {
+        "final_step": result.final_step,
+        "start_step": result.start_step,
+        "checkpoint_dir": str(result.checkpoint_dir),
+        "checkpoints": list(result.checkpoints),
+        "validation": result.validation or {},
+        "train_seconds": result.train_seconds,
+    }
+
+
+@task(name="average-checkpoints", retries=1, timeout_seconds=HOUR, **RETRY)
+def average_task(checkpoint_dir: str, config: AveragingConfig, output_dir: str) -> str:
+    from pipelines.averaging import run_averaging
+
+    config = dataclasses.replace(config, checkpoint_dir=checkpoint_dir, output_dir=output_dir)
+    result = run_averaging(config)
+    get_run_logger().info("averaged %d checkpoints into %s", len(result.sources), result.keras_model)
+    return str(result.keras_model)
+
+
+def _decoding(preset: str):
+    from keras_transformer.presets import get_preset
+
+    return get_preset(preset).decoding
+
+
+@task(name="evaluate", retries=1, timeout_seconds=6 * HOUR, **RETRY)
+def evaluate_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[str], corpus_dir: str,
+                  config: Any, preset: str, output_dir: str) -> dict[str, Any]:
+    from keras_transformer.translator import Translator
+
+    translator = Translator.from_files(model_path, *tokenizer_paths, decoding=_decoding(preset))
+    result = pipeline_task.evaluate(translator, Path(corpus_dir), config, Path(output_dir))
+    run_logger = get_run_logger()
+    run_logger.info("evaluation: %s", result.metrics)
+    for example in result.examples:
+        run_logger.info("source: %s\n  reference: %s\n  output:    %s", *example.values())
+    return {"metrics": result.metrics, "primary": result.primary, "scores": result.record,
+            "examples": result.examples}
+
+
+@task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)
+def export_task(model_path: str, tokenizer_paths: list[str], preset: str, output_dir: str) -> str:
+    """A SavedModel decoding raw strings with the preset's beam, alpha and length offset."""
+    import keras
+
+    from keras_transformer.export import export_translator
+
+    decoding = _decoding(preset)
+    source, target = _tokenizers(tokenizer_paths)
+    model = keras.saving.load_model(model_path, compile=False)
+    path = export_translator(model, source, output_dir, beam_size=decoding.beam_size,
+                             alpha=decoding.length_penalty, max_length_offset=decoding.max_length_offset,
+                             target_tokenizer=None if target is source else target)
+    get_run_logger().info("exported to %s", path)
+    return str(path)
+
+
+@task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)
+def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export_dir: str,
+                  scores: dict[str, Any], corpus_dir: str, eval_config: Any, work: str) -> dict[str, Any]:
+    """Logs the export as an MLflow model, registers it and promotes it if it is not worse."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from flows import registry
+
+    work_dir = Path(work)
+    examples = [example["source"] for example in scores["examples"]] or ["A sentence ."]
+    tracker.log_artifacts(registry.save_pyfunc(pipeline_task.name, export_dir, examples, work_dir / "mlflow_model"),
+                          "model")
+    key = registry.evaluation_key(scores["scores"])
+    score = float(scores["metrics"][scores["primary"]])
+    version = registry.register(tracker.client, model_name, tracker.run_id, "model", {
+        "task": pipeline_task.name, "primary_metric": scores["primary"], f"score.{key}": str(score)})
+
+    def evaluate_champion(champion) -> float:
+        import mlflow.artifacts
+
+        from keras_transformer.export import load_exported
+
+        get_run_logger().info("champion v%s has no score on this evaluation: evaluating it", champion.version)
+        directory = mlflow.artifacts.download_artifacts(
+            artifact_uri=f"{champion.source}/artifacts/export", dst_path=str(work_dir / "champion"),
+            tracking_uri=tracker.tracking_uri)
+        # Its decoding settings are compiled into its export; the rest of the evaluation is this run's.
+        settings = dataclasses.replace(eval_config, **{k: None for k in ("beam_size", "alpha", "max_length_offset")
+                                                       if hasattr(eval_config, k)})
+        return pipeline_task.evaluate(load_exported(directory), Path(corpus_dir), settings,
+                                      work_dir / "champion-evaluation").score
+
+    decision = registry.promote(tracker.client, model_name, version.version, scores["primary"], score, key,
+                                evaluate_champion)
+    tracker.set_tags({"registered_model": model_name, "model_version": str(version.version),
+                      "promotion.promoted": str(decision["promoted"]).lower(),
+                      "promotion.reason": decision["reason"]})
+    create_markdown_artifact(markdown=registry.decision_markdown(decision),
+                             key=f"promotion-{model_name}".lower().replace("_", "-").replace(".", "-"),
+                             description=f"champion decision for {model_name}")
+    get_run_logger().info("%s", decision["reason"])
+    return decision
+
+
