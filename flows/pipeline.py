@@ -36,7 +36,15 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
     load_pipeline_config,
     parse_overrides,
     point_latest_at,
+)
+from flows.run_state import (
+    STATE_FILE,
+    exclusive,
+    mark_crashed,
     read_state,
+    run_to_resume,
+    settings_fingerprint,
+    write_state,
 )
 from flows.stages import (
     average_task,
@@ -49,7 +57,6 @@ from flows.stages import (
     train_timeout,
 )
 from flows.tracking import Tracker
-from keras_transformer.files import atomic_write_bytes
 from pipelines.config import ConfigError, merge, to_dict
 
 logger = logging.getLogger(__name__)
@@ -59,7 +66,6 @@ logger = logging.getLogger(__name__)
 
 def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
     """Runs every stage of ``config.task`` under one MLflow run; call it inside a Prefect flow."""
-    pipeline_task = config.task
     run_dir = Path(config.run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -67,23 +73,37 @@ def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
         raise ConfigError(f"run_dir={config.run_dir!r}: cannot create it ({err})") from err
     if not os.access(run_dir, os.W_OK):
         raise ConfigError(f"run_dir={config.run_dir!r}: not writable")
-    state_file = run_dir / "mlflow_run.json"
+    with exclusive(run_dir):
+        return _run_stages(config, run_dir)
+
+
+def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
+    from prefect.runtime import flow_run
+
+    pipeline_task = config.task
+    state_file = run_dir / STATE_FILE
     previous = read_state(state_file)
+    mark_crashed(previous.get("flow_run_id"), flow_run.get_id())
+    fingerprint = settings_fingerprint(config)
     tracker = Tracker.start(
-        config.tracking, run_dir, resume_run_id=previous.get("run_id"),
+        config.tracking, run_dir, resume_run_id=run_to_resume(previous, fingerprint, config.resume, config.run_id),
+        named=config.run_id is not None,
         tags={"task": pipeline_task.name, "preset": config.train.preset,
-              "problem": pipeline_task.identity(config.data)},
+              "problem": pipeline_task.identity(config.data), "settings_fingerprint": fingerprint,
+              **_provenance()},
     )
-    # Atomic: a kill during the write must not leave a file that breaks every later run.
-    atomic_write_bytes(state_file, json.dumps({"run_id": tracker.run_id,
-                                                "tracking_uri": tracker.tracking_uri}).encode())
+    write_state(state_file, {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
+                             "fingerprint": fingerprint, "flow_run_id": flow_run.get_id()})
+    tracker.set_tags(_prefect_links())
     tracker.log_params(to_dict(config))
     paths = config.run_paths(tracker.run_id)
     train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
     get_run_logger().info("MLflow run %s writes to %s", tracker.run_id, paths.work)
+    monitor = _system_metrics(tracker)
     try:
         corpus_dir = prepare_data_task(pipeline_task, config.data)
         tracker.log_artifacts(Path(corpus_dir) / "manifest.json", "data")
+        tracker.log_corpus(corpus_dir, pipeline_task.identity(config.data))
         tokenizer_paths = tokenizer_task(corpus_dir, config.tokenizer, str(config.tokenizer_dir))
         for path in tokenizer_paths:
             tracker.log_artifacts(path, "tokenizer")
@@ -115,9 +135,57 @@ def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
     except BaseException:
         tracker.finish("FAILED")
         raise
+    finally:
+        if monitor is not None:
+            monitor.finish()
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
     return result
+
+
+def _system_metrics(tracker: Tracker):
+    """CPU, memory and disk use logged to the run every 30 s (MLflow's system metrics monitor)."""
+    try:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        monitor = SystemMetricsMonitor(tracker.run_id, sampling_interval=30, resume_logging=True,
+                                       tracking_uri=tracker.tracking_uri)
+    except Exception as err:  # noqa: BLE001  (e.g. psutil missing: the run goes on without them)
+        logger.warning("no system metrics: %s", err)
+        return None
+    monitor.start()
+    return monitor
+
+
+def _provenance() -> dict[str, str]:
+    """Who ran which code: git commit (and whether the tree was dirty) and user."""
+    import getpass
+    import subprocess
+
+    tags = {"mlflow.user": getpass.getuser()}
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True,
+                               timeout=10, check=True).stdout.strip()
+        tags.update({"mlflow.source.git.commit": commit, "git_dirty": str(bool(dirty)).lower()})
+    except (OSError, subprocess.SubprocessError):
+        pass  # an installed copy without git: nothing to record
+    return tags
+
+
+def _prefect_links() -> dict[str, str]:
+    """The Prefect flow run (and deployment) behind this MLflow run, as tags."""
+    from prefect.runtime import deployment, flow_run
+
+    tags = {"prefect.flow_run_id": flow_run.get_id() or "", "prefect.flow_run_name": flow_run.get_name() or ""}
+    url = flow_run.get_flow_run_ui_url() if hasattr(flow_run, "get_flow_run_ui_url") else None
+    if url:
+        tags["prefect.flow_run_url"] = url
+    if deployment.get_id():
+        tags["prefect.deployment_id"] = deployment.get_id()
+    return {k: v for k, v in tags.items() if v}
 
 
 def _signatures(scores: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -141,6 +209,9 @@ def main(flow_fn: Callable[..., dict[str, Any]], default_config: str, doc: str,
                         help="override one setting (YAML value), e.g. --set data.path=treebank.zip; repeatable")
     parser.add_argument("--train-steps", type=int,
                         help="override train.train_steps (checkpointing every fifth of them)")
+    parser.add_argument("--new-run", action="store_true",
+                        help="start a new MLflow run even if the run_dir's last one is unfinished (resume: never)")
+    parser.add_argument("--run-id", help="continue this MLflow run (run_id)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -149,6 +220,10 @@ def main(flow_fn: Callable[..., dict[str, Any]], default_config: str, doc: str,
             every = max(1, args.train_steps // 5)
             overrides = merge(overrides, {"train": {"train_steps": args.train_steps,
                                                     "checkpoint_every_steps": every}})
+        if args.new_run:
+            overrides["resume"] = "never"
+        if args.run_id:
+            overrides["run_id"] = args.run_id
         result = flow_fn(args.config, overrides or None)
     except ConfigError as err:
         logger.error("%s", err)

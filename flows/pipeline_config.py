@@ -7,7 +7,6 @@ config (``TranslationPipelineConfig``, ``ParsingPipelineConfig``) types the ``da
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +34,10 @@ class PipelineConfig:
     ``train/`` (checkpoints), ``averaged/``, ``evaluation/``, ``export/``. ``{run_id}`` in
     ``train.checkpoint_dir`` stands for the MLflow run id; a ``train.checkpoint_dir`` without it
     is shared by every run, so a rerun after a finished run continues training there.
+
+    ``resume``: ``auto`` continues the unfinished MLflow run of this ``run_dir`` if it trained
+    with the same settings, ``never`` always starts a new one; ``run_id`` names a run to continue
+    (:mod:`flows.run_state`).
     """
 
     task: ClassVar[Task]
@@ -48,6 +51,8 @@ class PipelineConfig:
     evaluation: Any = None
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     export: bool = True
+    resume: str = "auto"
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         run = Path(self.run_dir)
@@ -67,6 +72,8 @@ class PipelineConfig:
             raise ConfigError(f"tokenizer.shared={self.tokenizer.shared}: the {self.task.name} task needs "
                               f"{'one shared vocabulary' if shared else 'separate source and target vocabularies'}"
                               f" (tokenizer.shared: {str(shared).lower()})")
+        if self.resume not in ("auto", "never"):
+            raise ConfigError(f"resume={self.resume!r}: expected 'auto' or 'never'")
         self._check_enough_checkpoints()
 
     def _check_enough_checkpoints(self) -> None:
@@ -110,19 +117,6 @@ class RunPaths:
     averaged: Path
     evaluation: Path
     export: Path
-
-
-def read_state(path: Path) -> dict[str, Any]:
-    """The MLflow run a previous flow run of this ``run_dir`` left (``{}`` if none)."""
-    if not path.exists():
-        return {}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(state, dict) or not isinstance(state.get("run_id"), str):
-            raise ValueError("no 'run_id'")
-    except ValueError as err:
-        raise ConfigError(f"{path} is damaged ({err}); delete it to start a new MLflow run") from err
-    return state
 
 
 def point_latest_at(link: Path, target: Path) -> None:

@@ -52,11 +52,26 @@ def train_timeout(config: TrainConfig) -> float | None:
     return minutes * 60 * 1.5 + HOUR / 2 if minutes else None
 
 
+def _mtimes(paths) -> dict[str, int]:
+    return {str(p): Path(p).stat().st_mtime_ns for p in paths if Path(p).exists()}
+
+
+def _cached_if_unchanged(value: Any, before: dict[str, int], after: dict[str, int]):
+    """``value``, as a Prefect "Cached" state when the stage found its output up to date."""
+    from prefect.states import Completed
+
+    if before and before == after:
+        return Completed(data=value, name="Cached", message="up to date: nothing to do")
+    return value
+
+
 @task(name="prepare-data", retries=2, retry_delay_seconds=10, timeout_seconds=6 * HOUR, **RETRY)
 def prepare_data_task(pipeline_task: Task, config: Any) -> str:
+    manifest = Path(config.output_dir) / "manifest.json"
+    before = _mtimes([manifest])
     path = pipeline_task.prepare_data(config)
     get_run_logger().info("corpus ready at %s", path)
-    return str(path)
+    return _cached_if_unchanged(str(path), before, _mtimes([Path(path) / "manifest.json"]))
 
 
 @task(name="tokenizer", retries=1, timeout_seconds=2 * HOUR, **RETRY)
@@ -65,10 +80,11 @@ def tokenizer_task(corpus_dir: str, config: TokenizerConfig, output_dir: str) ->
     from pipelines.corpus import Corpus
     from pipelines.tokenization import train_tokenizer
 
+    before = _mtimes(Path(output_dir).glob("*.model")) if Path(output_dir).is_dir() else {}
     paths = train_tokenizer(Corpus.load(corpus_dir), config, output_dir)
     paths = [str(p) for p in (paths if isinstance(paths, tuple) else (paths,))]
     get_run_logger().info("tokenizer(s) at %s", paths)
-    return paths
+    return _cached_if_unchanged(paths, {k: v for k, v in before.items() if k in paths}, _mtimes(paths))
 
 
 def _tokenizers(tokenizer_paths: list[str]):
@@ -104,9 +120,13 @@ def train_task(
         vocab_size = (source.vocab_size, target.vocab_size)
         vocabulary = {"fingerprint": f"{source.fingerprint}+{target.fingerprint}", "size": list(vocab_size)}
 
+    # Steps a killed attempt logged after its last checkpoint are trained again on resume; MLflow
+    # keeps every point it is given, so the first record of a step stays the only one.
+    logged = tracker.logged_steps("loss")
+
     def on_step(step: int, metrics: dict[str, Any]) -> None:
         validated = any(key.startswith("val_") for key in metrics)
-        if step % log_every_steps == 0 or validated:
+        if (step % log_every_steps == 0 or validated) and step not in logged:
             tracker.log_metrics(metrics, step=step)
         if validated:
             run_logger.info("step %d: %s", step, {k: v for k, v in metrics.items() if k.startswith("val_")})
@@ -115,7 +135,7 @@ def train_task(
                    on_step=on_step)
     # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
     # checkpoint in the trainer's metrics file but not in MLflow: log them now.
-    logged = tracker.logged_steps("loss")
+    logged = tracker.logged_steps("loss")  # again: on_step logged more
     for record in result.history:
         step = record["step"]
         if step <= result.start_step and step not in logged and (

@@ -90,7 +90,9 @@ class Tracker:
 
     @classmethod
     def start(cls, config: TrackingConfig, run_dir: Path, resume_run_id: str | None = None,
-              tags: dict[str, str] | None = None) -> Tracker:
+              tags: dict[str, str] | None = None, named: bool = False) -> Tracker:
+        """A new MLflow run, or ``resume_run_id`` continued if it is unfinished (``named``: in any
+        state; a named run that does not exist is an error)."""
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         uri = resolve_tracking_uri(config, run_dir)
@@ -108,11 +110,15 @@ class Tracker:
         if resume_run_id:
             try:
                 run = client.get_run(resume_run_id)
-                if run.info.status != "FINISHED":
+                if run.info.status != "FINISHED" or named:
                     client.update_run(resume_run_id, status="RUNNING")
                     logger.info("resuming MLflow run %s", resume_run_id)
                     return cls(uri, resume_run_id)
-            except mlflow.exceptions.MlflowException:
+            except mlflow.exceptions.MlflowException as err:
+                if named:
+                    from pipelines.config import ConfigError
+
+                    raise ConfigError(f"run_id={resume_run_id!r}: no such MLflow run at {uri}") from err
                 logger.warning("MLflow run %s not found; starting a new one", resume_run_id)
         run = client.create_run(experiment_id, run_name=config.run_name, tags=tags or {})
         logger.info("MLflow run %s in experiment '%s' at %s", run.info.run_id, config.experiment, uri)
@@ -154,6 +160,21 @@ class Tracker:
             self.client.log_artifacts(self.run_id, str(path), artifact_path)
         elif path.exists():
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_corpus(self, corpus_dir: str | Path, name: str) -> None:
+        """Each split of the prepared corpus as a dataset input of the run (context = split)."""
+        from mlflow.data.dataset_source_registry import resolve_dataset_source
+        from mlflow.data.meta_dataset import MetaDataset
+        from mlflow.entities import DatasetInput, InputTag
+
+        from pipelines.corpus import SPLITS, Corpus
+
+        corpus = Corpus.load(corpus_dir, verify=False)
+        source = resolve_dataset_source(str(Path(corpus_dir).resolve()))
+        inputs = [DatasetInput(MetaDataset(source, name=f"{name}-{split}", digest=corpus.fingerprint(split))
+                               ._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", split)])
+                  for split in SPLITS]
+        self.client.log_inputs(self.run_id, datasets=inputs)
 
     def set_tags(self, tags: dict[str, str]) -> None:
         for key, value in tags.items():

@@ -40,16 +40,65 @@ class Transformer(keras.Model):
     ``pad_id`` and returns float32 logits ``[batch, target_length, target_vocab_size]``, so
     ``model.fit`` works on datasets of ``((source_ids, target_input_ids), target_output_ids)``.
 
-    The architecture is a ``TransformerConfig``; pass its fields as keyword arguments
-    (``Transformer(vocab_size=8000, num_layers=2, d_model=128, ...)``) or build from a preset
-    with ``Transformer.from_preset("base", vocab_size=37000)``. ``encode`` and ``decode`` are
-    callable separately; ``decode`` takes a cache from ``init_cache`` for incremental decoding.
+    Build from a preset with ``Transformer.from_preset("base", vocab_size=37000)`` or give the
+    architecture (a ``TransformerConfig``; the defaults are the base model of Table 3):
+
+    Args:
+        vocab_size: the shared source/target vocabulary (section 3.4), or ``source_vocab_size``
+            and ``target_vocab_size`` with ``share_embeddings=False`` for separate ones.
+        num_layers: N, for encoder and decoder (``num_encoder_layers`` / ``num_decoder_layers``
+            set them apart). d_model, num_heads (h), d_k, d_v (default d_model / h), d_ff:
+            section 3's sizes.
+        dropout: P_drop on sublayer outputs and embedding sums (5.4); ``attention_dropout`` and
+            ``relu_dropout`` inside attention and the FFN (tensor2tensor's, 0 in the paper).
+        positional_encoding: ``sinusoidal`` (3.5) or ``learned`` (Table 3 row E, ``max_length``
+            positions). share_embeddings / tie_output_embeddings: section 3.4's weight sharing.
+        pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
+        training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
+        **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
+
+    ``encode`` and ``decode`` are callable separately; ``decode`` takes a cache from
+    ``init_cache`` for incremental decoding.
     """
 
-    def __init__(self, training_recipe=None, **kwargs):
-        config_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in TransformerConfig.field_names()}
+    def __init__(
+        self,
+        vocab_size: int | None = None,
+        *,
+        source_vocab_size: int | None = None,
+        target_vocab_size: int | None = None,
+        num_layers: int = 6,
+        num_encoder_layers: int | None = None,
+        num_decoder_layers: int | None = None,
+        d_model: int = 512,
+        num_heads: int = 8,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        relu_dropout: float = 0.0,
+        positional_encoding: str = "sinusoidal",
+        max_length: int = 1024,
+        share_embeddings: bool = True,
+        tie_output_embeddings: bool = True,
+        layer_norm_epsilon: float = 1e-6,
+        pad_id: int = 0,
+        bos_id: int = 2,
+        eos_id: int = 3,
+        training_recipe=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.config = TransformerConfig(**config_kwargs)
+        self.config = TransformerConfig(
+            vocab_size=vocab_size, source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
+            num_layers=num_layers, num_encoder_layers=num_encoder_layers, num_decoder_layers=num_decoder_layers,
+            d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v, d_ff=d_ff, dropout=dropout,
+            attention_dropout=attention_dropout, relu_dropout=relu_dropout,
+            positional_encoding=positional_encoding, max_length=max_length, share_embeddings=share_embeddings,
+            tie_output_embeddings=tie_output_embeddings, layer_norm_epsilon=layer_norm_epsilon,
+            pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+        )
         # compile()'s defaults; part of get_config(), so a reloaded model compiles the same way.
         if isinstance(training_recipe, dict):
             training_recipe = TrainingRecipe(**training_recipe)

@@ -11,14 +11,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness():
-        yield
-
-
 @pytest.fixture(scope="module")
 def parsed(tmp_path_factory, shared_data_dir):
     from flows.parsing import parsing_pipeline

@@ -13,41 +13,7 @@ import pytest
 import yaml
 
 from pipelines.config import ConfigError
-
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "configs" / "translation" / "demo.yaml"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    """A real, temporary Prefect API and database for this module, stopped when it ends."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness():
-        yield
-
-
-def _write_config(tmp_path, **train):
-    config = yaml.safe_load((REPO / "configs" / "translation" / "demo.yaml").read_text())
-    config["run_dir"] = str(tmp_path / "run")
-    config["tokenizer"] = {"vocab_size": 1000, "input_sentence_size": 20000}
-    config["input"] = {"tokens_per_batch": 1024, "max_length": 48}
-    config["train"].update(
-        {
-            "model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
-            "train_steps": 12,
-            "checkpoint_every_steps": 4,
-            "validate_every_steps": 6,
-            "validation_max_batches": 2,
-            "progress_bar": False,
-            **train,
-        }
-    )
-    config["evaluation"] = {"max_sentences": 12, "max_length_offset": 5, "batch_size": 12}
-    config["tracking"] = {"experiment": "flow-test", "log_every_steps": 2}
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+from tests.flows.conftest import DEMO, REPO, write_config
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +22,7 @@ def finished_run(tmp_path_factory):
     from flows.translation import translation_pipeline
 
     tmp_path = tmp_path_factory.mktemp("flow")
-    config = _write_config(tmp_path)
+    config = write_config(tmp_path)
     previous = Path.cwd()
     os.chdir(tmp_path)
     try:
@@ -92,9 +58,76 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]
     assert run.data.tags["bleu.signature"] == scores["bleu"]["signature"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"evaluation", "model", "tokenizer", "data"} <= artifacts
+    assert {"evaluation", "model", "keras_model", "tokenizer", "data"} <= artifacts
     evaluation = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation")}
     assert {"hypotheses.txt", "references.txt", "scores.json"} <= evaluation
+    # Who and what: the Prefect flow run, the code, the settings' fingerprint.
+    assert run.data.tags["prefect.flow_run_id"] and run.data.tags["settings_fingerprint"] == state["fingerprint"]
+    assert len(run.data.tags["mlflow.source.git.commit"]) == 40
+    datasets = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}
+    assert set(datasets) == {"train", "validation", "test"}
+    assert datasets["test"].name == "translation-ddtp-en-de-test"
+
+
+def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run):
+    import mlflow.pyfunc
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, _, result = finished_run
+    uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
+    assert champion.run_id == result["run_id"] or result["promotion"]["promoted"] is False
+    assert result["promotion"]["reason"] == "no champion yet" and result["promotion"]["promoted"]
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    model = mlflow.pyfunc.load_model("models:/translation-ddtp-en-de@champion")
+    assert [i.name for i in model.metadata.get_input_schema().inputs] == ["source"]
+    out = model.predict(pd.DataFrame({"source": ["The package contains the development files.", ""]}))
+    assert list(out.columns) == ["translation"] and len(out) == 2 and isinstance(out["translation"][0], str)
+    requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/translation-ddtp-en-de@champion")).read_text()
+    assert "tensorflow==" in requirements and "tensorflow-text==" in requirements  # pinned, not inferred
+
+
+def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
+    """``mlflow models serve`` on the champion, asked over real HTTP on 127.0.0.1."""
+    import socket
+    import urllib.request
+
+    run_tmp, _, _ = finished_run
+    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/translation-ddtp-en-de@champion",
+         "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the model server did not come up"
+                time.sleep(1)
+        body = json.dumps({"dataframe_split": {"columns": ["source"],
+                                               "data": [["The package contains the documentation."],
+                                                        ["This is a library."]]}}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer = json.loads(response.read())
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    predictions = answer["predictions"]
+    assert len(predictions) == 2 and all(isinstance(p["translation"], str) for p in predictions)
 
 
 def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, tmp_path,
@@ -114,10 +147,32 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     assert sorted(p.name for p in (Path(first["run_path"]) / "train").iterdir()) == \
         first_checkpoints  # the first run's files are untouched
     assert (first_dir / "run" / "latest").resolve() == Path(second["run_path"]).resolve()
-    client = MlflowClient(json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"])
+    uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
     for run_id in (first["run_id"], second["run_id"]):
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+
+    # The data and vocabulary were up to date: Prefect shows those stages as Cached.
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    flow_run_id = client.get_run(second["run_id"]).data.tags["prefect.flow_run_id"]
+    with get_client(sync_client=True) as prefect:
+        task_runs = prefect.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    states = {run.name.rsplit("-", 1)[0]: run.state.name for run in task_runs}
+    assert states["prepare-data"] == states["tokenizer"] == "Cached" and states["train"] == "Completed"
+
+    # The retrained model is a challenger: champion only if its BLEU is not worse on the same test.
+    decision = second["promotion"]
+    first_bleu, second_bleu = first["scores"]["metrics"]["bleu"], second["scores"]["metrics"]["bleu"]
+    assert decision["champion_score"] == pytest.approx(first_bleu)  # the first run's recorded score
+    assert decision["promoted"] == (second_bleu >= first_bleu)
+    champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
+    assert champion.version == (decision["challenger_version"] if decision["promoted"] else "1")
+    version = client.get_model_version("translation-ddtp-en-de", decision["challenger_version"])
+    assert json.loads(version.tags["promotion"])["promoted"] == decision["promoted"]
+    assert client.get_run(second["run_id"]).data.tags["promotion.promoted"] == str(decision["promoted"]).lower()
 
 
 def latest_step(train_dir: Path) -> int:
@@ -133,7 +188,7 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
 
     from flows.translation import translation_pipeline
 
-    config = _write_config(tmp_path, train_steps=40, checkpoint_every_steps=8)
+    config = write_config(tmp_path, train_steps=40, checkpoint_every_steps=8)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO),
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     # Its own session: SIGKILL then reaches the temporary Prefect server the flow started too.
@@ -174,14 +229,15 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
     assert json.loads(run.data.tags["changed_on_resume"]) == {"evaluation.max_sentences": ["12", "10"]}
-    assert {m.step for m in client.get_metric_history(state["run_id"], "loss")} == set(range(2, 41, 2))
+    # Every step once, though the steps after the resumed checkpoint were trained twice.
+    assert sorted(m.step for m in client.get_metric_history(state["run_id"], "loss")) == list(range(2, 41, 2))
     assert len(list(client.search_runs([run.info.experiment_id]))) == 1
 
 
 def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
     from flows.translation import load_translation_config as load_pipeline_config
 
-    path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=0)
+    path = write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=0)
     with pytest.raises(ConfigError, match=r"train_steps=10 .*checkpoint_every_steps=10 saves 1 .*needs the last 3"):
         load_pipeline_config(path)
     assert not (tmp_path / "run").exists()
@@ -191,7 +247,7 @@ def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
     from flows.translation import load_translation_config as load_pipeline_config
 
     # Under a budget the trainer saves the averaging checkpoints in the run's final stretch.
-    path = _write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
+    path = write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
     assert load_pipeline_config(path).train.resolved()["train_minutes"] == 1
 
 
@@ -218,7 +274,7 @@ def test_run_dir_override_moves_every_path(tmp_path):
 def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
     from flows.translation import load_translation_config as load_pipeline_config
 
-    path = _write_config(tmp_path)
+    path = write_config(tmp_path)
     config = yaml.safe_load(path.read_text())
     config["evaluation"]["split"] = "tset"
     path.write_text(yaml.safe_dump(config))
@@ -229,7 +285,7 @@ def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
 def test_a_damaged_state_file_or_unusable_run_dir_fails_with_its_name(tmp_path):
     from flows.translation import translation_pipeline
 
-    path = _write_config(tmp_path)
+    path = write_config(tmp_path)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "mlflow_run.json").write_text('{"run_id": "abc')  # a write cut short
     with pytest.raises(ConfigError, match=r"mlflow_run.json is damaged .*delete it"):

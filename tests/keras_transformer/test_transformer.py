@@ -155,3 +155,18 @@ def test_mixed_bfloat16_keeps_logits_in_float32():
     assert logits.dtype == "float32"
     assert model.source_embedding.embeddings.dtype == "float32"
     assert np.isfinite(np.asarray(logits)).all()
+
+
+def test_the_constructor_signature_is_the_config_with_its_defaults():
+    import dataclasses
+    import inspect
+
+    from keras_transformer.config import TransformerConfig
+    from keras_transformer.transformer import Transformer
+
+    parameters = inspect.signature(Transformer.__init__).parameters
+    for field in dataclasses.fields(TransformerConfig):
+        assert field.name in parameters, field.name
+        assert parameters[field.name].default == field.default, field.name
+    with pytest.raises(ValueError, match="num_layer"):
+        Transformer(vocab_size=100, num_layer=2)  # a misspelt setting is not swallowed

@@ -1,0 +1,41 @@
+"""Shared by the flow tests: a real temporary Prefect API per module, and a tiny demo config."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "configs" / "translation" / "demo.yaml"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    """A real, temporary Prefect API and database for this module, stopped when it ends."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness():
+        yield
+
+
+def write_config(tmp_path, **train):
+    config = yaml.safe_load(DEMO.read_text())
+    config["run_dir"] = str(tmp_path / "run")
+    config["tokenizer"] = {"vocab_size": 1000, "input_sentence_size": 20000}
+    config["input"] = {"tokens_per_batch": 1024, "max_length": 48}
+    config["train"].update(
+        {
+            "model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
+            "train_steps": 12,
+            "checkpoint_every_steps": 4,
+            "validate_every_steps": 6,
+            "validation_max_batches": 2,
+            "progress_bar": False,
+            **train,
+        }
+    )
+    config["evaluation"] = {"max_sentences": 12, "max_length_offset": 5, "batch_size": 12}
+    config["tracking"] = {"experiment": "flow-test", "log_every_steps": 2}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
