@@ -155,10 +155,10 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     from pipelines.corpus import Corpus
-    from pipelines.download import DownloadConfig, download
+    from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
 
-    corpus = Corpus.load(args.corpus_dir or download(DownloadConfig(
+    corpus = Corpus.load(args.corpus_dir or prepare_corpus(SourceConfig(
         source="ddtp", language_pair="en-de", output_dir=str(args.work_dir / "data"))))
     model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
                                                    args.work_dir / "tokenizer")

@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from pipelines.corpus import Corpus
-    from pipelines.download import DownloadConfig, download
     from pipelines.input_pipeline import InputConfig, make_fixed_length_dataset
+    from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
     from pipelines.training import TrainConfig, train
 
     work = Path(args.work_dir or Path(tempfile.gettempdir()) / "bench_training_precision")
-    corpus = Corpus.load(download(DownloadConfig(source="ddtp", language_pair="en-de",
+    corpus = Corpus.load(prepare_corpus(SourceConfig(source="ddtp", language_pair="en-de",
                                                  output_dir=str(work / "corpus"))))
     model_path = train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size,
                                                          input_sentence_size=20000),

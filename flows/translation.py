@@ -17,9 +17,9 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import PipelineConfig, load_pipeline_config, main, run_pipeline
-from pipelines.download import DownloadConfig
-from pipelines.evaluation import EvalConfig
-from pipelines.tasks.translation import TranslationTask
+from pipelines.tasks.translation.evaluation import EvalConfig
+from pipelines.tasks.translation.sources import SourceConfig
+from pipelines.tasks.translation.task import TranslationTask
 
 DEFAULT_CONFIG = "configs/translation/demo.yaml"
 
@@ -29,7 +29,7 @@ class TranslationPipelineConfig(PipelineConfig):
     """The translation pipeline's settings: ``data`` is the corpus, ``evaluation`` BLEU's."""
 
     task = TranslationTask()
-    data: DownloadConfig = field(default_factory=DownloadConfig)
+    data: SourceConfig = field(default_factory=SourceConfig)
     evaluation: EvalConfig = field(default_factory=EvalConfig)
 
 

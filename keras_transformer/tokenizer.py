@@ -28,7 +28,7 @@ _WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
 def normalize(strings: tf.Tensor) -> tf.Tensor:
     """In-graph NFKC normalisation and whitespace collapse: ``" ".join(nfkc(s).split())``.
 
-    The same normalisation as the corpus cleaning's (``pipelines.cleaning.normalize_text``), so
+    The same normalisation as the corpus cleaning's (``pipelines.tasks.translation.cleaning.normalize_text``), so
     that every entry point, including an exported SavedModel, sees text the way training did.
     """
     text = tf_text.normalize_utf8(strings, "NFKC")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.cleaning import DataError, read_lines
+from pipelines.textfiles import DataError, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def write_corpus(
     if missing:
         raise DataError(f"cannot write corpus to {directory}: missing split(s) {missing}")
     # The old manifest goes first: from here until the new one is written, the directory is
-    # not trusted by Corpus.load or by a rerun of download().
+    # not trusted by Corpus.load or by a rerun of prepare_corpus().
     with contextlib.suppress(FileNotFoundError):
         (directory / MANIFEST).unlink()
     remove_stale_temporaries(directory)

@@ -34,8 +34,8 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from keras_transformer.tokenizer import SubwordTokenizer
-from pipelines.cleaning import DataError
 from pipelines.corpus import Corpus
+from pipelines.textfiles import DataError
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ Settings that make the tokenizer exact and robust:
 * ``byte_fallback=True``: characters outside the vocabulary become UTF-8 byte pieces, so nothing
   maps to ``unk`` and every string survives a round trip;
 * normalization rule ``identity``: the corpus is already NFKC-normalized with collapsed
-  whitespace by :mod:`pipelines.cleaning`, so ``detokenize(tokenize(s)) == s`` exactly, which
+  whitespace by :mod:`pipelines.tasks.translation.cleaning`, so ``detokenize(tokenize(s)) == s`` exactly, which
   BLEU on detokenized output relies on.
 """
 

@@ -8,7 +8,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# --- data fixtures (pipelines/download.py, pipelines/tokenization.py) --------------------------
+# --- data fixtures (pipelines/tasks/translation/sources.py, pipelines/tokenization.py) --------------------------
 # Session-scoped so that the bundled corpus is prepared and the test tokenizer trained once.
 
 from pathlib import Path
@@ -31,12 +31,12 @@ def shared_data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def ddtp_corpus(tmp_path_factory):
-    """The bundled En-De DDTP corpus prepared by ``download()`` into a temporary directory."""
+    """The bundled En-De DDTP corpus prepared by ``prepare_corpus()`` into a temporary directory."""
     from pipelines.corpus import Corpus
-    from pipelines.download import DownloadConfig, download
+    from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
 
     output_dir = tmp_path_factory.mktemp("data") / "ddtp-en-de"
-    return Corpus.load(download(DownloadConfig(source="ddtp", language_pair="en-de",
+    return Corpus.load(prepare_corpus(SourceConfig(source="ddtp", language_pair="en-de",
                                                output_dir=str(output_dir))))
 
 

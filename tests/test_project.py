@@ -54,3 +54,32 @@ def test_ruff_finds_nothing():
     result = subprocess.run([ruff, "check", "--no-cache", "."], cwd=REPO, capture_output=True,
                             text=True, check=False)
     assert result.returncode == 0, result.stdout[-4000:]
+
+
+def imported_names(path: Path) -> set[str]:
+    """Full dotted names of the absolute imports of ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_tasks_sit_on_the_engine_and_not_on_each_other():
+    tasks = REPO / "pipelines" / "tasks"
+    task_names = sorted(p.name for p in tasks.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert task_names == ["parsing", "translation"]
+    offenders = {}
+    for path in sorted((REPO / "pipelines").rglob("*.py")):
+        relative = path.relative_to(REPO / "pipelines").parts
+        own = relative[1] if relative[0] == "tasks" and len(relative) > 2 else None
+        engine = relative[0] != "tasks"
+        bad = {name for name in imported_names(path) if name.startswith("pipelines.tasks.")
+               and (engine or name.split(".")[2] not in (own, "base"))}
+        if bad:
+            offenders[str(path.relative_to(REPO))] = sorted(bad)
+    assert offenders == {}

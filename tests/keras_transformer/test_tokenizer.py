@@ -87,7 +87,7 @@ def test_tokenize_normalises_raw_input_as_the_corpus_cleaning_does(tokenizer):
     import tensorflow as tf
 
     from keras_transformer.tokenizer import normalize
-    from pipelines.cleaning import normalize_text
+    from pipelines.tasks.translation.cleaning import normalize_text
 
     # Every code point Python splits on, and a sample of compatibility characters NFKC folds.
     specials = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()] + list("ﬁﬂ①Ａ²½…")

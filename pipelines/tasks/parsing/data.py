@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.cleaning import DataError
 from pipelines.corpus import Corpus, require_network, sha256_file, write_corpus
+from pipelines.textfiles import DataError
 
 from .linearize import linearize, source
 from .treebank import HOW_TO_GET_SAMPLE, load_splits

@@ -23,7 +23,7 @@ from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.corpus import SPLITS, Corpus
-from pipelines.evaluation import decoding_kwargs, decoding_record
+from pipelines.decoding import decoding_kwargs, decoding_record
 
 from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
 from .linearize import best_tree, delinearize

@@ -20,7 +20,7 @@ import logging
 import re
 import sys
 
-from pipelines import translate_cli
+from pipelines import decode_cli
 
 from .linearize import best_tree
 
@@ -47,16 +47,16 @@ def ptb_tokenize(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = translate_cli.build_parser(
+    parser = decode_cli.build_parser(
         "parse", "Constituency trees of sentences (arguments or stdin, one per line).", "21, 0.3, 300")
     parser.add_argument("--pretokenized", action="store_true",
                         help="sentences are whitespace-separated tokens already")
     args = parser.parse_args(argv)
-    translate_cli.check_options(args, parser)
+    decode_cli.check_options(args, parser)
     from keras_transformer.presets import get_preset
 
-    sentences = translate_cli.read_sentences(args.sentences, sys.stdin)
-    translator, options = translate_cli.load_translator(args, parser, decoding=get_preset("parser").decoding)
+    sentences = decode_cli.read_sentences(args.sentences, sys.stdin)
+    translator, options = decode_cli.load_translator(args, parser, decoding=get_preset("parser").decoding)
     words = [line.split() if args.pretokenized else ptb_tokenize(line) for line in sentences]
     nonempty = [i for i, tokens in enumerate(words) if tokens]
     decoded = translator.translate([" ".join(words[i]) for i in nonempty], batch_size=args.batch_size,

@@ -5,32 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipelines.download import DownloadConfig
-from pipelines.evaluation import EvalConfig
 from pipelines.tasks.base import Task, TaskEvaluation
+from pipelines.tasks.translation.evaluation import EvalConfig
+from pipelines.tasks.translation.sources import SourceConfig
 
 
 class TranslationTask(Task):
     """Bundled DDTP, WMT14 or a folder of parallel files; scored by sacreBLEU (section 6.1)."""
 
     name = "translation"
-    data_config = DownloadConfig
+    data_config = SourceConfig
     eval_config = EvalConfig
     shared_vocabulary = True
     identity_fields = ("source", "language_pair")
 
-    def default_data_dir(self, data_config: DownloadConfig) -> str:
+    def default_data_dir(self, data_config: SourceConfig) -> str:
         return f"data/{data_config.source}-{data_config.language_pair}"
 
-    def prepare_data(self, data_config: DownloadConfig) -> Path:
-        from pipelines.download import download
+    def prepare_data(self, data_config: SourceConfig) -> Path:
+        from pipelines.tasks.translation.sources import prepare_corpus
 
-        return download(data_config)
+        return prepare_corpus(data_config)
 
     def evaluate(self, translator: Any, corpus_dir: Path, eval_config: EvalConfig,
                  output_dir: Path) -> TaskEvaluation:
         from pipelines.corpus import Corpus
-        from pipelines.evaluation import evaluate
+        from pipelines.tasks.translation.evaluation import evaluate
 
         result = evaluate(translator, Corpus.load(corpus_dir), config=eval_config, output_dir=output_dir)
         return TaskEvaluation(metrics=result.metrics(), primary="bleu", record=result.scores,

@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from pipelines.cleaning import DataError
 from pipelines.corpus import Corpus
 from pipelines.tasks.parsing.data import TreebankConfig, prepare_treebank
 from pipelines.tasks.parsing.linearize import delinearize
+from pipelines.textfiles import DataError
 
 
 def test_the_sample_becomes_a_corpus_split_by_file(sample_zip, sample_splits, tmp_path):

@@ -38,6 +38,7 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.corpus import SPLITS, Corpus
+from pipelines.decoding import decoding_kwargs, decoding_record
 
 logger = logging.getLogger(__name__)
 
@@ -284,42 +285,6 @@ def _make_translator(translator, tokenizer):
     from keras_transformer.translator import Translator
 
     return Translator(translator, tokenizer)
-
-
-def decoding_kwargs(translator, config: EvalConfig) -> dict[str, Any]:
-    kwargs = {
-        k: v
-        for k, v in (
-            ("beam_size", config.beam_size),
-            ("alpha", config.alpha),
-            ("max_length_offset", config.max_length_offset),
-        )
-        if v is not None
-    }
-    fixed = getattr(translator, "settings", None)
-    if kwargs and isinstance(fixed, dict):
-        # An exported translator has its decoding settings compiled in.
-        if any(fixed.get(k) != v for k, v in kwargs.items()):
-            raise ValueError(f"the exported translator was built with {fixed}; cannot decode with {kwargs}")
-        return {"batch_size": config.batch_size}
-    return {**kwargs, "batch_size": config.batch_size}
-
-
-def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The decoding settings actually used, for scores.json."""
-    settings = getattr(translator, "settings", None)
-    if isinstance(settings, dict):  # an exported translator
-        return {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
-    record: dict[str, Any] = {}
-    decoding = getattr(translator, "decoding", None)
-    if decoding is not None:
-        record = {
-            "beam_size": decoding.beam_size,
-            "alpha": decoding.length_penalty,
-            "max_length_offset": decoding.max_length_offset,
-        }
-    record.update({k: v for k, v in kwargs.items() if k != "batch_size"})
-    return record
 
 
 def evaluate(

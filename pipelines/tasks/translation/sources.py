@@ -1,9 +1,9 @@
-"""The ``download`` stage: fetch or locate a parallel corpus, clean it, write the prepared layout.
+"""The translation task's data stage: fetch or read a parallel corpus, clean it, write the prepared layout.
 
-Sources (``DownloadConfig.source``), all producing the layout of :mod:`pipelines.corpus`:
+Sources (``SourceConfig.source``), all producing the layout of :mod:`pipelines.corpus`:
 
-* ``ddtp`` (default, no network): the En-De / En-Fr corpora bundled in ``pipelines/corpora/ddtp``
-  (built from Debian's description translations by :mod:`pipelines.ddtp`). With
+* ``ddtp`` (default, no network): the En-De / En-Fr corpora bundled in ``pipelines/tasks/translation/corpora/ddtp``
+  (built from Debian's description translations by :mod:`pipelines.tasks.translation.ddtp`). With
   ``translations_dir`` (local ``Translation-<lang>`` files) or ``mirror`` + ``suite`` (a Debian
   mirror) the corpus is rebuilt from the raw files instead.
 * ``wmt14``: the paper's WMT 2014 data (Section 5.1) through tensorflow-datasets
@@ -14,7 +14,7 @@ Sources (``DownloadConfig.source``), all producing the layout of :mod:`pipelines
   ``<lang>.<split>.txt``. Splits ``train``, ``validation`` (or ``valid``/``dev``) and ``test``;
   a missing validation or test split is carved out of train by a hash of the source sentence.
 
-Every split is cleaned (:mod:`pipelines.cleaning`) with counts per reason stored in the manifest.
+Every split is cleaned (:mod:`pipelines.tasks.translation.cleaning`) with counts per reason stored in the manifest.
 A rerun with the same settings whose output verifies against its manifest does no work.
 """
 
@@ -32,16 +32,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipelines.cleaning import (
+from pipelines.config import ConfigError, load_config
+from pipelines.corpus import SPLITS, Corpus, require_network, sha256_file, write_corpus
+from pipelines.tasks.translation.cleaning import (
     CleaningConfig,
-    DataError,
     clean_pairs,
     log_counts,
     read_parallel,
     require_nonempty,
 )
-from pipelines.config import ConfigError, load_config
-from pipelines.corpus import SPLITS, Corpus, require_network, sha256_file, write_corpus
+from pipelines.textfiles import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ SPLIT_ALIASES = {"train": ("train",), "validation": ("validation", "valid", "dev
 
 
 @dataclasses.dataclass
-class DownloadConfig:
-    """Settings of the ``download`` stage.
+class SourceConfig:
+    """Settings of the translation data stage (the pipeline config's ``data`` section).
 
     ``language_pair`` is ``<source>-<target>`` in translation direction (``de-en`` reverses the
     bundled ``en-de``). ``output_dir`` defaults to ``data/<source>-<language_pair>``.
@@ -113,7 +113,7 @@ class _RawSplits:
 # --- ddtp -------------------------------------------------------------------------------------
 
 
-def _orient(corpus: Corpus, config: DownloadConfig) -> bool:
+def _orient(corpus: Corpus, config: SourceConfig) -> bool:
     """Whether ``corpus`` must be read reversed to give ``config.language_pair``."""
     if (corpus.source_lang, corpus.target_lang) == (config.source_lang, config.target_lang):
         return False
@@ -122,7 +122,7 @@ def _orient(corpus: Corpus, config: DownloadConfig) -> bool:
     raise DataError(f"{corpus.directory} holds {corpus.language_pair}, not {config.language_pair}")
 
 
-def _corpus_splits(corpus: Corpus, config: DownloadConfig) -> dict[str, Iterable]:
+def _corpus_splits(corpus: Corpus, config: SourceConfig) -> dict[str, Iterable]:
     reverse = _orient(corpus, config)
 
     def pairs(split: str) -> Iterator[tuple[str, str]]:
@@ -132,8 +132,8 @@ def _corpus_splits(corpus: Corpus, config: DownloadConfig) -> dict[str, Iterable
     return {split: pairs(split) for split in SPLITS}
 
 
-def _ddtp_splits(config: DownloadConfig, workdir: Path) -> _RawSplits:
-    from pipelines import ddtp
+def _ddtp_splits(config: SourceConfig, workdir: Path) -> _RawSplits:
+    from pipelines.tasks.translation import ddtp
 
     english_pair = _english_pair(config)
     other = english_pair.split("-")[1]
@@ -161,7 +161,7 @@ def _ddtp_splits(config: DownloadConfig, workdir: Path) -> _RawSplits:
 # --- wmt14 ------------------------------------------------------------------------------------
 
 
-def wmt14_builder(config: DownloadConfig):
+def wmt14_builder(config: SourceConfig):
     """The tfds builder of ``wmt14_translate/<xx>-en`` for ``config.language_pair``."""
     import tensorflow_datasets as tfds
 
@@ -187,7 +187,7 @@ def wmt14_urls(builder) -> list[str]:
     return urls
 
 
-def _wmt14_splits(config: DownloadConfig) -> _RawSplits:
+def _wmt14_splits(config: SourceConfig) -> _RawSplits:
     import tensorflow_datasets as tfds
 
     builder = wmt14_builder(config)
@@ -261,8 +261,8 @@ def find_folder_files(folder: str | Path, source_lang: str, target_lang: str,
     return files
 
 
-def _folder_splits(config: DownloadConfig) -> _RawSplits:
-    from pipelines.ddtp import split_of
+def _folder_splits(config: SourceConfig) -> _RawSplits:
+    from pipelines.tasks.translation.ddtp import split_of
 
     files = find_folder_files(config.folder, config.source_lang, config.target_lang,
                               config.folder_name)
@@ -290,7 +290,7 @@ def _folder_splits(config: DownloadConfig) -> _RawSplits:
 # --- the stage --------------------------------------------------------------------------------
 
 
-def _request(config: DownloadConfig) -> dict[str, Any]:
+def _request(config: SourceConfig) -> dict[str, Any]:
     """The settings that determine the output (everything but where it goes)."""
     request = dataclasses.asdict(config)
     request.pop("output_dir")
@@ -298,7 +298,7 @@ def _request(config: DownloadConfig) -> dict[str, Any]:
     return request
 
 
-def _english_pair(config: DownloadConfig) -> str:
+def _english_pair(config: SourceConfig) -> str:
     """The DDTP pair (``en-xx``) behind ``config.language_pair`` (either direction)."""
     langs = (config.source_lang, config.target_lang)
     if "en" not in langs:
@@ -306,13 +306,13 @@ def _english_pair(config: DownloadConfig) -> str:
     return "-".join(sorted(langs, key=lambda lang: lang != "en"))
 
 
-def _input_fingerprint(config: DownloadConfig) -> dict[str, Any] | None:
+def _input_fingerprint(config: SourceConfig) -> dict[str, Any] | None:
     """Checksums of the inputs where they are cheap to get (None: the settings suffice).
 
     A rerun redoes the stage when they change: a new shipped corpus, edited folder files.
     """
     if config.source == "ddtp":
-        from pipelines import ddtp
+        from pipelines.tasks.translation import ddtp
 
         english_pair = _english_pair(config)
         if config.translations_dir:
@@ -347,8 +347,8 @@ def _up_to_date(output_dir: Path, request: dict[str, Any], fingerprint: dict | N
     return True
 
 
-def download(config: DownloadConfig) -> Path:
-    """Runs the download stage; returns the directory of the prepared corpus.
+def prepare_corpus(config: SourceConfig) -> Path:
+    """Runs the data stage; returns the directory of the prepared corpus.
 
     Work is skipped when ``output_dir`` already holds a corpus that verifies against its
     manifest and was made with the same settings (and, for ``ddtp``/``folder``, the same input
@@ -389,16 +389,16 @@ def download(config: DownloadConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m pipelines.download CONFIG.yaml [--section download]``."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.download",
+    """CLI: ``python -m pipelines.tasks.translation.sources CONFIG.yaml [--section data]``."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.tasks.translation.sources",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("config", type=Path, help="YAML file with DownloadConfig settings")
+    parser.add_argument("config", type=Path, help="YAML file with SourceConfig settings")
     parser.add_argument("--section", default=None, help="top-level section of the YAML file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        config = load_config(DownloadConfig, args.config, section=args.section)
-        output_dir = download(config)
+        config = load_config(SourceConfig, args.config, section=args.section)
+        output_dir = prepare_corpus(config)
     except (ConfigError, DataError, ConnectionError) as err:
         logger.error("%s", err)
         return 1

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from pipelines import ddtp
-from pipelines.cleaning import DataError
 from pipelines.corpus import SPLITS, Corpus, sha256_file
+from pipelines.tasks.translation import ddtp
+from pipelines.tasks.translation.cleaning import DataError
 
 # Measured on the bookworm files; the rebuild test pins them exactly through the checksums.
 EXPECTED_COUNTS = {

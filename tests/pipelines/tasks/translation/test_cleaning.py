@@ -2,7 +2,8 @@
 
 import pytest
 
-from pipelines.cleaning import (
+from pipelines.config import ConfigError, from_dict
+from pipelines.tasks.translation.cleaning import (
     REASONS,
     CleaningConfig,
     DataError,
@@ -12,7 +13,6 @@ from pipelines.cleaning import (
     read_lines,
     read_parallel,
 )
-from pipelines.config import ConfigError, from_dict
 
 
 def test_normalize_text_nfkc_and_whitespace():

@@ -1,16 +1,9 @@
-"""``translate``: translate sentences from the command line or stdin.
+"""What the commands that decode with a trained model share (``translate``, ``parse``).
 
-Usage::
-
-    translate --model model.keras --tokenizer spm_shared.model "A sentence." "Another one."
-    translate --model exported_dir/ < sentences.txt > translations.txt
-    echo "Hello." | translate --model model.keras --tokenizer spm.model --beam-size 1 --alpha 0
-
-``--model`` is a saved ``.keras`` Transformer (needs ``--tokenizer``) or a directory written by
-``keras_transformer.export.export_translator`` (tokenizer and decoding settings inside). Without
-sentence arguments (or with ``-``) sentences are read from stdin, one per line. Translations go
-to stdout, one per line in input order; logs go to stderr. Decoding defaults are the paper's
-(section 6.1): beam 4, alpha 0.6, maximum length input + 50.
+Sentences come as arguments or on stdin, one per line; ``--model`` is a saved ``.keras``
+Transformer (with its SentencePiece model(s)) or an exported SavedModel directory (vocabularies
+and decoding settings inside); decoding options override the task's defaults where the model
+allows it.
 """
 
 from __future__ import annotations
@@ -20,8 +13,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-
-logger = logging.getLogger("translate")
 
 
 def build_parser(prog: str = "translate", description: str = "Translate sentences with a trained "
@@ -97,26 +88,3 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
     options = {"beam_size": args.beam_size, "alpha": args.alpha,
                "max_length_offset": args.max_length_offset, "greedy": args.greedy}
     return translator, {k: v for k, v in options.items() if v is not None}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_options(args, parser)
-
-    sentences = read_sentences(args.sentences, sys.stdin)
-    translator, options = load_translator(args, parser)
-    if not sentences:
-        return 0
-    logger.info("translating %d sentence(s) with %s", len(sentences), options or "the model's decoding settings")
-    translations = translator.translate(sentences, batch_size=args.batch_size, **options)
-    out = sys.stdout
-    for translation in translations:
-        # One line per input line: a translation never contains a line break.
-        out.write(translation.replace("\n", " ") + "\n")
-    out.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -192,7 +192,7 @@ def plot_attention(model, tokenizer, sentence: str, output_dir: str | Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipelines.attention_plots --model m.keras --tokenizer spm.model "A sentence."``"""
+    """``python -m pipelines.tasks.translation.attention_plots --model m.keras --tokenizer spm.model "A sentence."``"""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sentence")
     parser.add_argument("--model", required=True, help="a saved .keras Transformer")

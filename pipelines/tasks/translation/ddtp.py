@@ -14,16 +14,16 @@ Project::
 The same ``Description-md5`` in two languages means the same English original. The builder joins
 the English file with the other language on it, pairs summary with summary and paragraph ``i``
 with paragraph ``i`` (descriptions whose paragraph counts differ are skipped), cleans the pairs
-(:mod:`pipelines.cleaning`), and splits them deterministically by a hash of the English sentence,
+(:mod:`pipelines.tasks.translation.cleaning`), and splits them deterministically by a hash of the English sentence,
 so that no English sentence occurs in two splits. The output is the layout of
 :mod:`pipelines.corpus`, xz-compressed.
 
-The shipped copies under ``pipelines/corpora/ddtp/`` were made by this module's CLI; rebuild or
+The shipped copies under ``pipelines/tasks/translation/corpora/ddtp/`` were made by this module's CLI; rebuild or
 check them with::
 
-    python -m pipelines.ddtp --translations-dir DIR            # rebuild in place
-    python -m pipelines.ddtp --translations-dir DIR --check    # compare, write nothing
-    python -m pipelines.ddtp --mirror http://deb.debian.org/debian --suite bookworm
+    python -m pipelines.tasks.translation.ddtp --translations-dir DIR            # rebuild in place
+    python -m pipelines.tasks.translation.ddtp --translations-dir DIR --check    # compare, write nothing
+    python -m pipelines.tasks.translation.ddtp --mirror http://deb.debian.org/debian --suite bookworm
 
 where ``DIR`` holds ``Translation-en``, ``Translation-de`` and ``Translation-fr``.
 """
@@ -45,13 +45,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipelines.cleaning import (
-    CleaningConfig,
-    DataError,
-    clean_pairs,
-    log_counts,
-    read_lines,
-)
 from pipelines.corpus import (
     MANIFEST,
     SPLITS,
@@ -60,6 +53,8 @@ from pipelines.corpus import (
     sha256_file,
     write_corpus,
 )
+from pipelines.tasks.translation.cleaning import CleaningConfig, clean_pairs, log_counts
+from pipelines.textfiles import DataError, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -339,7 +334,7 @@ def render_readme(corpora: dict[str, Corpus], suite: str = DEFAULT_SUITE) -> str
     lines = [
         "# Bundled DDTP corpora (En-De, En-Fr)",
         "",
-        "Parallel English-German and English-French text built by `pipelines/ddtp.py` from the",
+        "Parallel English-German and English-French text built by `pipelines/tasks/translation/ddtp.py` from the",
         f"Debian archive's `dists/{suite}/main/i18n/Translation-{{en,de,fr}}` index files: package",
         "descriptions and their translations by the Debian Description Translation Project",
         "(DDTP, https://ddtp.debian.org/). Summary is paired with summary, paragraph i with",
@@ -356,12 +351,12 @@ def render_readme(corpora: dict[str, Corpus], suite: str = DEFAULT_SUITE) -> str
         "Rebuild (bit-identical text, from the bookworm files; `DIR` holds",
         "`Translation-en.xz`, `Translation-de.xz`, `Translation-fr.xz`):",
         "",
-        "    python -m pipelines.ddtp --translations-dir DIR",
-        "    python -m pipelines.ddtp --translations-dir DIR --check   # verify only",
+        "    python -m pipelines.tasks.translation.ddtp --translations-dir DIR",
+        "    python -m pipelines.tasks.translation.ddtp --translations-dir DIR --check   # verify only",
         "",
         "or fetch the files from a mirror (needs internet):",
         "",
-        f"    python -m pipelines.ddtp --mirror http://deb.debian.org/debian --suite {suite}",
+        f"    python -m pipelines.tasks.translation.ddtp --mirror http://deb.debian.org/debian --suite {suite}",
         "",
         "Each `<pair>/manifest.json` lists the counts, the cleaning counts per reason and the",
         "sha256 of every file (`sha256` of the .xz file, `text_sha256` of its decompressed text).",
@@ -413,7 +408,7 @@ def compare_corpora(built: Corpus, shipped: Corpus) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: rebuild (or ``--check``) the shipped corpora from Translation files or a mirror."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.ddtp", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m pipelines.tasks.translation.ddtp", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--translations-dir", type=Path,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from pipelines.attention_plots import (
+from pipelines.tasks.translation.attention_plots import (
     AttentionPlotConfig,
     attention_maps,
     plot_attention,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import load_config
-from pipelines.evaluation import (
+from pipelines.tasks.translation.evaluation import (
     HYPOTHESES_FILE,
     REFERENCES_FILE,
     SCORES_FILE,

@@ -1,4 +1,4 @@
-"""The download stage: ddtp / folder / wmt14 sources, manifest, atomic writes, input errors."""
+"""The translation data stage: ddtp / folder / wmt14 sources, manifest, atomic writes, input errors."""
 
 import os
 import socket
@@ -9,12 +9,13 @@ import pytest
 
 from keras_transformer import files as files_module
 from pipelines import corpus as corpus_module
-from pipelines import ddtp
-from pipelines import download as download_module
-from pipelines.cleaning import REASONS, DataError
 from pipelines.config import ConfigError, load_config
 from pipelines.corpus import MANIFEST, SPLITS, Corpus, require_network
-from pipelines.download import DownloadConfig, download, find_folder_files
+from pipelines.tasks.translation import ddtp
+from pipelines.tasks.translation import sources as download_module
+from pipelines.tasks.translation.cleaning import REASONS
+from pipelines.tasks.translation.sources import SourceConfig, find_folder_files, prepare_corpus
+from pipelines.textfiles import DataError
 
 
 def test_ddtp_download_matches_shipped_corpus(ddtp_corpus):
@@ -33,7 +34,7 @@ def test_ddtp_download_matches_shipped_corpus(ddtp_corpus):
 
 
 def test_ddtp_reverse_direction(tmp_path, ddtp_corpus):
-    out = download(DownloadConfig(language_pair="de-en", output_dir=str(tmp_path / "de-en")))
+    out = prepare_corpus(SourceConfig(language_pair="de-en", output_dir=str(tmp_path / "de-en")))
     corpus = Corpus.load(out)
     assert (corpus.source_lang, corpus.target_lang) == ("de", "en")
     assert corpus.file_sha256("test", "de") == ddtp_corpus.file_sha256("test", "de")
@@ -42,23 +43,23 @@ def test_ddtp_reverse_direction(tmp_path, ddtp_corpus):
 
 
 def test_rerun_skips_verified_and_redoes_corrupted(tmp_path, monkeypatch):
-    config = DownloadConfig(language_pair="en-fr", output_dir=str(tmp_path / "c"))
-    out = download(config)
+    config = SourceConfig(language_pair="en-fr", output_dir=str(tmp_path / "c"))
+    out = prepare_corpus(config)
     writes = []
     monkeypatch.setattr(download_module, "write_corpus",
                         lambda *a, **k: writes.append(1) or corpus_module.write_corpus(*a, **k))
-    assert download(config) == out and writes == []  # verified manifest: nothing redone
+    assert prepare_corpus(config) == out and writes == []  # verified manifest: nothing redone
     # A truncated file (e.g. disk full) fails verification, and a rerun repairs it.
     path = out / "train.fr"
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(DataError, match="sha256 .* does not match"):
         Corpus.load(out)
-    download(config)
+    prepare_corpus(config)
     assert writes == [1]
     Corpus.load(out)
     # Other settings: redone as well.
     config.cleaning.max_words = 100
-    download(config)
+    prepare_corpus(config)
     assert writes == [1, 1]
     assert Corpus.load(out).manifest["cleaning"]["train"]["too_long"] > 0
 
@@ -66,7 +67,7 @@ def test_rerun_skips_verified_and_redoes_corrupted(tmp_path, monkeypatch):
 def test_killed_write_leaves_nothing_trusted(tmp_path, monkeypatch):
     """A write killed halfway leaves no manifest and no half file; a rerun starts over."""
     out = tmp_path / "c"
-    config = DownloadConfig(output_dir=str(out))
+    config = SourceConfig(output_dir=str(out))
     calls = []
     real_fsync = os.fsync
 
@@ -78,14 +79,14 @@ def test_killed_write_leaves_nothing_trusted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(files_module.os, "fsync", dying_fsync)
     with pytest.raises(KeyboardInterrupt):
-        download(config)
+        prepare_corpus(config)
     assert not (out / MANIFEST).exists()
     assert not list(out.glob(".*.tmp"))  # the half-written temporary file is gone
     assert sorted(p.name for p in out.iterdir()) == ["train.de", "train.en"]  # complete files
     with pytest.raises(DataError, match="no manifest"):
         Corpus.load(out)
     monkeypatch.setattr(files_module.os, "fsync", real_fsync)
-    Corpus.load(download(config))
+    Corpus.load(prepare_corpus(config))
 
 
 # --- folder source -----------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def test_folder_source_cleans_with_counts(tmp_path):
     _write(folder / "mine.test.en", ["Thank you"])
     _write(folder / "mine.test.de", ["Danke\u00a0schön"])
     _write(folder / "README", ["not a corpus file"])
-    out = download(DownloadConfig(source="folder", folder=str(folder),
+    out = prepare_corpus(SourceConfig(source="folder", folder=str(folder),
                                   output_dir=str(tmp_path / "out")))
     corpus = Corpus.load(out)
     assert list(corpus.pairs("train")) == [("Hello world", "Hallo Welt"),
@@ -127,7 +128,7 @@ def test_folder_translatefolder_layout_and_derived_splits(tmp_path):
     _write(folder / "en.train.txt", en)
     _write(folder / "fr.train.txt", fr)
     assert set(find_folder_files(folder, "en", "fr")) == {"train"}
-    corpus = Corpus.load(download(DownloadConfig(source="folder", folder=str(folder),
+    corpus = Corpus.load(prepare_corpus(SourceConfig(source="folder", folder=str(folder),
                                                  language_pair="en-fr",
                                                  output_dir=str(tmp_path / "out"))))
     assert sum(corpus.counts.values()) == 300
@@ -142,7 +143,7 @@ def test_folder_mismatched_line_counts(tmp_path):
     _write(folder / "c.train.en", ["a", "b", "c"])
     _write(folder / "c.train.de", ["a", "b"])
     with pytest.raises(DataError) as err:
-        download(DownloadConfig(source="folder", folder=str(folder),
+        prepare_corpus(SourceConfig(source="folder", folder=str(folder),
                                 output_dir=str(tmp_path / "out")))
     assert f"{folder / 'c.train.en'} has 3 lines" in str(err.value)
     assert f"{folder / 'c.train.de'} has 2 lines" in str(err.value)
@@ -155,7 +156,7 @@ def test_folder_undecodable_utf8(tmp_path):
     _write(folder / "c.train.en", ["a", "b", "c"])
     _write(folder / "c.train.de", ["a", "Größe", "c"], encoding="latin-1")
     with pytest.raises(DataError, match=rf"{folder / 'c.train.de'}:2: not valid UTF-8"):
-        download(DownloadConfig(source="folder", folder=str(folder),
+        prepare_corpus(SourceConfig(source="folder", folder=str(folder),
                                 output_dir=str(tmp_path / "out")))
 
 
@@ -169,7 +170,7 @@ def test_folder_empty_split(tmp_path, test_lines):
     _write(folder / "c.test.en", test_lines)
     _write(folder / "c.test.de", test_lines)
     with pytest.raises(DataError, match=r"split 'test' is empty.*c\.test\.en"):
-        download(DownloadConfig(source="folder", folder=str(folder),
+        prepare_corpus(SourceConfig(source="folder", folder=str(folder),
                                 output_dir=str(tmp_path / "out")))
 
 
@@ -197,12 +198,12 @@ def test_wmt14_offline_fails_fast_with_clear_message(tmp_path, monkeypatch):
         raise OSError(101, "Network is unreachable")
 
     monkeypatch.setattr(socket, "create_connection", offline)
-    config = DownloadConfig(source="wmt14", language_pair="en-de",
+    config = SourceConfig(source="wmt14", language_pair="en-de",
                             output_dir=str(tmp_path / "out"), tfds_data_dir=str(tmp_path / "tfds"))
     start = time.monotonic()
     with pytest.raises(ConnectionError, match=r"cannot download wmt14_translate: .*statmt\.org "
                                               r"is unreachable .*internet access"):
-        download(config)
+        prepare_corpus(config)
     assert time.monotonic() - start < 10
     assert not (tmp_path / "out" / MANIFEST).exists()
 
@@ -211,7 +212,7 @@ def test_wmt14_urls_and_conversion(tmp_path, monkeypatch):
     """Past the network boundary with tfds' mock data: language mapping and the layout."""
     import tensorflow_datasets as tfds
 
-    config = DownloadConfig(source="wmt14", language_pair="en-fr", max_examples=7,
+    config = SourceConfig(source="wmt14", language_pair="en-fr", max_examples=7,
                             output_dir=str(tmp_path / "out"))
     urls = download_module.wmt14_urls(download_module.wmt14_builder(config))
     assert "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in urls
@@ -220,14 +221,14 @@ def test_wmt14_urls_and_conversion(tmp_path, monkeypatch):
     monkeypatch.setattr(download_module, "require_network",
                         lambda u, **kwargs: probed.extend(u))
     with tfds.testing.mock_data(num_examples=20):
-        corpus = Corpus.load(download(config))
+        corpus = Corpus.load(prepare_corpus(config))
     assert probed == urls
     assert (corpus.source_lang, corpus.target_lang) == ("en", "fr")
     for split in SPLITS:
         assert corpus.manifest["cleaning"][split]["input"] == 7
         assert 0 < corpus.counts[split] <= 7
     with pytest.raises(DataError, match="WMT14 in tensorflow-datasets pairs English"):
-        download_module.wmt14_builder(DownloadConfig(source="wmt14", language_pair="de-fr"))
+        download_module.wmt14_builder(SourceConfig(source="wmt14", language_pair="de-fr"))
 
 
 def test_require_network_times_out_on_a_silent_server():
@@ -275,19 +276,19 @@ def test_require_network_accepts_any_http_answer():
     assert [path for _, path in requests] == ["/missing"]
 
 
-def test_download_config_yaml(tmp_path):
+def test_source_config_yaml(tmp_path):
     path = tmp_path / "stages.yaml"
-    path.write_text("download:\n  source: folder\n  folder: /data/mine\n  language_pair: en-fr\n"
+    path.write_text("data:\n  source: folder\n  folder: /data/mine\n  language_pair: en-fr\n"
                     "  cleaning: {max_words: 80, filter_splits: [train]}\n", encoding="utf-8")
-    config = load_config(DownloadConfig, path, section="download")
+    config = load_config(SourceConfig, path, section="data")
     assert config.cleaning.max_words == 80 and config.cleaning.filter_splits == ("train",)
     assert config.resolved_output_dir().as_posix() == "data/folder-en-fr"
     with pytest.raises(ConfigError, match="source must be one of"):
-        load_config(DownloadConfig, _yaml(tmp_path, "source: europarl\n"))
+        load_config(SourceConfig, _yaml(tmp_path, "source: europarl\n"))
     with pytest.raises(ConfigError, match="needs folder"):
-        load_config(DownloadConfig, _yaml(tmp_path, "source: folder\n"))
+        load_config(SourceConfig, _yaml(tmp_path, "source: folder\n"))
     with pytest.raises(ConfigError, match="language_pair"):
-        load_config(DownloadConfig, _yaml(tmp_path, "language_pair: english-german-x\n"))
+        load_config(SourceConfig, _yaml(tmp_path, "language_pair: english-german-x\n"))
 
 
 def _yaml(tmp_path, text):

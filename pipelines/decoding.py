@@ -1,0 +1,48 @@
+"""The decoding settings an evaluation stage passes on, whatever decodes: a ``Translator`` or an export.
+
+An evaluation config may override the beam size, length penalty and maximum length offset
+(section 6.1's 4, 0.6 and +50 for translation; 6.3's 21, 0.3 and +300 for parsing). A
+``Translator`` takes them per call; an exported model has its settings compiled in, so asking it
+for others is an error rather than a silent difference in the recorded figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def decoding_kwargs(translator, config) -> dict[str, Any]:
+    """The beam_size / alpha / max_length_offset overrides of ``config`` (any evaluation config), plus batch_size."""
+    kwargs = {
+        k: v
+        for k, v in (
+            ("beam_size", config.beam_size),
+            ("alpha", config.alpha),
+            ("max_length_offset", config.max_length_offset),
+        )
+        if v is not None
+    }
+    fixed = getattr(translator, "settings", None)
+    if kwargs and isinstance(fixed, dict):
+        # An exported translator has its decoding settings compiled in.
+        if any(fixed.get(k) != v for k, v in kwargs.items()):
+            raise ValueError(f"the exported translator was built with {fixed}; cannot decode with {kwargs}")
+        return {"batch_size": config.batch_size}
+    return {**kwargs, "batch_size": config.batch_size}
+
+
+def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The decoding settings actually used, for scores.json."""
+    settings = getattr(translator, "settings", None)
+    if isinstance(settings, dict):  # an exported translator
+        return {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
+    record: dict[str, Any] = {}
+    decoding = getattr(translator, "decoding", None)
+    if decoding is not None:
+        record = {
+            "beam_size": decoding.beam_size,
+            "alpha": decoding.length_penalty,
+            "max_length_offset": decoding.max_length_offset,
+        }
+    record.update({k: v for k, v in kwargs.items() if k != "batch_size"})
+    return record
