@@ -113,6 +113,14 @@ def train_task(
     pair = (source, target)
     train_data = make_dataset(corpus, "train", pair, input_config, training=True)
     validation = make_dataset(corpus, "validation", pair, input_config, training=False)
+    from keras_transformer.presets import get_preset
+
+    # The model's special ids come from its config, the batches' from the tokenizers: one check.
+    model_config = get_preset(config.preset).model_config(
+        **{**config.model, "source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
+           "vocab_size": source.vocab_size if source is target else None})
+    model_config.check_tokenizer(source, "source")
+    model_config.check_tokenizer(target, "target")
     if source is target:
         vocab_size = source.vocab_size
         vocabulary = {"fingerprint": source.fingerprint, "size": source.vocab_size}

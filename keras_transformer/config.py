@@ -109,6 +109,28 @@ class TransformerConfig:
         if self.d_v is None:
             object.__setattr__(self, "d_v", self.d_model // self.num_heads)
 
+    def check_tokenizer(self, tokenizer, side: str = "target") -> None:
+        """Raises ValueError unless ``tokenizer``'s size and special ids are this model's.
+
+        The input pipeline takes the ids from the tokenizer, the model from this config: a
+        mismatch would train on one EOS and decode with another, silently.
+        """
+        vocab = self.source_vocab_size if side == "source" else self.target_vocab_size
+        size = getattr(tokenizer, "vocab_size", None)
+        if size is not None and size != vocab:
+            raise ValueError(f"{side} tokenizer has {size} pieces but the model's {side} vocabulary has "
+                             f"{vocab}: they were not trained together")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            value = getattr(tokenizer, name, None)
+            if value is not None and int(value) != getattr(self, name):
+                raise ValueError(f"{side} tokenizer {name} {value} != the model's {name} {getattr(self, name)}")
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence the positional encoding covers: ``max_length`` for learned
+        embeddings (Table 3 row E), ``None`` (no limit) for sinusoids (section 3.5)."""
+        return self.max_length if self.positional_encoding == "learned" else None
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -76,10 +76,8 @@ def max_output_lengths(source_ids, max_length_offset, pad_id: int = 0, limit=Non
 
 def model_output_limit(model) -> int | None:
     """The most target tokens ``model`` can generate, or ``None`` when unbounded (sinusoids)."""
-    config = model.config
-    if config.positional_encoding == "learned":
-        return config.max_length - 1
-    return None
+    limit = model.config.max_positions
+    return None if limit is None else limit - 1
 
 
 def initial_ids(rows, max_length, bos_id: int, pad_id: int = 0) -> tf.Tensor:

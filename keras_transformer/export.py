@@ -58,8 +58,7 @@ class TranslatorModule(tf.Module):
         config = model.config
         self._eos_id = config.eos_id
         self._pad_id = config.pad_id
-        # Learned positional embeddings cover max_length positions; sinusoids any number.
-        self._source_limit = config.max_length if config.positional_encoding == "learned" else None
+        self._source_limit = config.max_positions
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
     def n_best(self, sentences):

@@ -34,6 +34,12 @@ def label_smoothed_nll(labels, logits, label_smoothing=0.1, pad_id=0):
     return nll * mask, mask
 
 
+def correct_tokens(labels, logits, mask):
+    """1.0 where the arg-max prediction is the reference token, times ``mask`` (token accuracy's numerator)."""
+    predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    return ops.cast(ops.equal(predictions, ops.cast(labels, "int32")), "float32") * mask
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean label-smoothed cross-entropy per non-padding target token.

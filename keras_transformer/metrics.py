@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_transformer.losses import label_smoothed_nll
+from keras_transformer.losses import correct_tokens, label_smoothed_nll
 
 
 class _MaskedTokenMetric(keras.metrics.Metric):
@@ -41,9 +41,8 @@ class MaskedAccuracy(_MaskedTokenMetric):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
     def _values(self, y_true, y_pred):
-        y_true = ops.cast(y_true, "int32")
-        correct = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
-        return correct, ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), "float32")
+        return correct_tokens(y_true, y_pred, mask), mask
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)

@@ -41,21 +41,8 @@ class Translator:
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer if target_tokenizer is not None else tokenizer
         self.decoding = decoding if decoding is not None else DecodingSettings()
-        config = model.config
-        for side, tok, vocab in (
-            ("source", self.tokenizer, config.source_vocab_size),
-            ("target", self.target_tokenizer, config.target_vocab_size),
-        ):
-            size = getattr(tok, "vocab_size", None)
-            if size is not None and size != vocab:
-                raise ValueError(
-                    f"{side} tokenizer has {size} pieces but the model's {side} vocabulary has "
-                    f"{vocab}: they were not trained together"
-                )
-        if getattr(self.target_tokenizer, "eos_id", config.eos_id) != config.eos_id:
-            raise ValueError(
-                f"tokenizer eos_id {self.target_tokenizer.eos_id} != model eos_id {config.eos_id}"
-            )
+        model.config.check_tokenizer(self.tokenizer, "source")
+        model.config.check_tokenizer(self.target_tokenizer, "target")
 
     # ------------------------------------------------------------------ encoding
 
@@ -75,8 +62,7 @@ class Translator:
         return encoded
 
     def _source_limit(self) -> int | None:
-        config = self.model.config
-        return config.max_length if config.positional_encoding == "learned" else None
+        return self.model.config.max_positions
 
     # ------------------------------------------------------------------ translation
 

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from pipelines.decoding import check_export_settings
+
 
 def build_parser(prog: str = "translate", description: str = "Translate sentences with a trained "
                  "Transformer (arguments or stdin, one per line).", defaults: str = "4, 0.6, 50"
@@ -73,10 +75,10 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
         translator = load_exported(model_path)
         requested = {"beam_size": args.beam_size, "alpha": args.alpha,
                      "max_length_offset": args.max_length_offset}
-        for key, value in requested.items():
-            if value is not None and translator.settings.get(key) != value:
-                parser.error(f"the export was built with {key}={translator.settings.get(key)}; "
-                             f"cannot decode with {value}")
+        try:
+            check_export_settings(translator.settings, requested)
+        except ValueError as err:
+            parser.error(str(err))
         return translator, {}
     if not model_path.is_file():
         parser.error(f"model {model_path} does not exist")

@@ -11,6 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 
+def check_export_settings(settings: dict[str, Any], requested: dict[str, Any]) -> None:
+    """Raises ValueError if ``requested`` decoding settings differ from an export's compiled-in ones."""
+    for key, value in requested.items():
+        if value is not None and settings.get(key) != value:
+            raise ValueError(f"the export was built with {key}={settings.get(key)}; cannot decode with {value}")
+
+
 def decoding_kwargs(translator, config) -> dict[str, Any]:
     """The beam_size / alpha / max_length_offset overrides of ``config`` (any evaluation config), plus batch_size."""
     kwargs = {
@@ -23,10 +30,8 @@ def decoding_kwargs(translator, config) -> dict[str, Any]:
         if v is not None
     }
     fixed = getattr(translator, "settings", None)
-    if kwargs and isinstance(fixed, dict):
-        # An exported translator has its decoding settings compiled in.
-        if any(fixed.get(k) != v for k, v in kwargs.items()):
-            raise ValueError(f"the exported translator was built with {fixed}; cannot decode with {kwargs}")
+    if isinstance(fixed, dict):
+        check_export_settings(fixed, kwargs)
         return {"batch_size": config.batch_size}
     return {**kwargs, "batch_size": config.batch_size}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_transformer.losses import label_smoothed_nll
+from keras_transformer.losses import correct_tokens, label_smoothed_nll
 
 
 def build_step_functions(trainer, element_spec) -> None:
@@ -36,9 +36,7 @@ def build_step_functions(trainer, element_spec) -> None:
                  for g, v in zip(grads, trainable)]
         finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g))
                                          for g in grads]))
-        predictions = tf.argmax(logits, -1, output_type=tf.int32)
-        correct = tf.reduce_sum(
-            tf.cast(tf.equal(predictions, tf.cast(target_out, tf.int32)), tf.float32) * mask)
+        correct = tf.reduce_sum(correct_tokens(target_out, logits, mask))
         return loss_sum, tf.reduce_sum(mask), correct, finite, grads
 
     if trainer.config.jit_compile:

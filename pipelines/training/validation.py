@@ -7,7 +7,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.losses import label_smoothed_nll
+from keras_transformer.losses import correct_tokens, label_smoothed_nll
 from keras_transformer.transformer import Transformer
 
 
@@ -32,8 +32,7 @@ def validation_loss(
         logits = model((source, target_in), training=False)
         smoothed, mask = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
         nll, _ = label_smoothed_nll(target_out, logits, 0.0, pad_id)
-        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                                   tf.cast(target_out, tf.int32)), tf.float32) * mask
+        correct = correct_tokens(target_out, logits, mask)
         return tf.stack([tf.reduce_sum(smoothed), tf.reduce_sum(nll), tf.reduce_sum(correct),
                          tf.reduce_sum(mask)])
 

@@ -69,3 +69,11 @@ def test_rejects_bad_arguments(model, tokenizer):
     small = kt.Transformer(vocab_size=100, num_layers=1, d_model=16, num_heads=2, d_ff=16)
     with pytest.raises(ValueError, match="vocabulary"):
         Translator(small, tokenizer)
+
+
+def test_special_ids_must_agree_between_tokenizer_and_model(model, tokenizer):
+    config = model.config
+    other = kt.Transformer(vocab_size=config.source_vocab_size, num_layers=1, d_model=16, num_heads=2,
+                           d_ff=16, bos_id=config.eos_id, eos_id=config.bos_id)
+    with pytest.raises(ValueError, match=r"source tokenizer bos_id \d+ != the model's bos_id"):
+        Translator(other, tokenizer)
