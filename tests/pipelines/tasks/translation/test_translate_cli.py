@@ -13,7 +13,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer.export import export_translator
 from keras_transformer.translator import Translator
-from pipelines import translate_cli
+from pipelines.tasks.translation import translate_cli
 
 SENTENCES = ["Shows the current weather.", "", "Documentation for the library."]
 OFFSET = "4"
