@@ -101,10 +101,10 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
     get_run_logger().info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     monitor = _system_metrics(tracker)
     try:
-        corpus_dir = prepare_data_task(pipeline_task, config.data)
+        corpus_dir = _value(prepare_data_task(pipeline_task, config.data))
         tracker.log_artifacts(Path(corpus_dir) / "manifest.json", "data")
         tracker.log_corpus(corpus_dir, pipeline_task.identity(config.data))
-        tokenizer_paths = tokenizer_task(corpus_dir, config.tokenizer, str(config.tokenizer_dir))
+        tokenizer_paths = _value(tokenizer_task(corpus_dir, config.tokenizer, str(config.tokenizer_dir)))
         for path in tokenizer_paths:
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
@@ -141,6 +141,13 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
     return result
+
+
+def _value(returned: Any) -> Any:
+    """A stage's value: a stage that found its output up to date returns it as a Cached state."""
+    from prefect.states import State
+
+    return returned.result() if isinstance(returned, State) else returned
 
 
 def _system_metrics(tracker: Tracker):

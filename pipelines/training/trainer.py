@@ -6,8 +6,6 @@ import dataclasses
 import json
 import logging
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,43 +15,31 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from keras_transformer.checkpoints import (
-    config_differences,
-    model_config_dict,
-    model_weights_trackable,
-    read_model_config,
-    write_model_config,
-)
 from keras_transformer.config import TransformerConfig
 from keras_transformer.presets import get_preset
 from keras_transformer.schedules import transformer_adam
 from keras_transformer.transformer import Transformer
-from pipelines.config import ConfigError, to_dict
 from pipelines.distribution import (
-    build_strategy,
-    describe_strategy,
-    has_cluster,
-    split_cpu,
     strategy_cluster_info,
 )
 from pipelines.training.budget import TrainingBudget
+from pipelines.training.checkpointing import build_checkpoint, check_model_config, latest, restore, save
 from pipelines.training.config import (
-    CHECKPOINT_NAME,
     DEFAULT_CHECKPOINT_DIR,
     METRICS_FILE,
-    TRAIN_CONFIG_FILE,
     TrainConfig,
     TrainingDivergedError,
     TrainResult,
 )
+from pipelines.training.data import distributed_dataset
+from pipelines.training.loss_scale import grow_loss_scale, shrink_loss_scale
 from pipelines.training.state import (
-    dropout_rng_trackable,
     read_metrics,
     seed_initialisation,
-    write_json,
     write_metrics,
 )
 from pipelines.training.steps import build_step_functions
+from pipelines.training.strategy import build_configured_strategy
 from pipelines.training.validation import validation_loss
 
 logger = logging.getLogger(__name__)
@@ -134,84 +120,7 @@ class _Trainer:
                                           **counter)
             # Seconds of the time budget spent up to the checkpoint (see TrainConfig).
             self.seconds_var = tf.Variable(0.0, dtype=tf.float64, name="train_seconds", **counter)
-        self.checkpoint = tf.train.Checkpoint(
-            model=model_weights_trackable(self.model),
-            dropout_rng=dropout_rng_trackable(self.model),
-            optimizer=self.optimizer,
-            step=self.step_var,
-            consumed_batches=self.consumed_var,
-            loss_scale=self.loss_scale,
-            loss_scale_good_steps=self.good_steps,
-            train_seconds=self.seconds_var,
-        )
-        keep = self.plan["keep_checkpoints"]
-        # Non-chief workers get a throw-away manager per save (see save()).
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, str(self.directory), max_to_keep=keep,
-            checkpoint_name=CHECKPOINT_NAME) if self.is_chief else None
-
-    def check_model_config(self) -> None:
-        """Refuses to resume a directory written for another model; records this one."""
-        info = model_config_dict(self.model, preset=self.config.preset,
-                                 vocabulary=self.vocabulary)
-        existing = read_model_config(self.directory)
-        if existing is not None:
-            diffs = config_differences(existing, info)
-            if diffs:
-                raise ConfigError(
-                    f"{self.directory} holds checkpoints of a different model ("
-                    + "; ".join(diffs) + "); use another checkpoint_dir or the same settings")
-        if self.is_chief:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_model_config(self.directory, info)
-            write_json(self.directory / TRAIN_CONFIG_FILE, {
-                "train_config": to_dict(self.config),
-                "resolved": self.plan,
-                "strategy": describe_strategy(self.strategy),
-                "mixed_precision": self.config.mixed_precision,
-            })
-
-    def restore(self) -> int:
-        latest = tf.train.latest_checkpoint(str(self.directory))
-        if latest is None:
-            logger.info("no checkpoint in %s: starting from step 0", self.directory)
-            return 0
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-        step = int(self.step_var.numpy())
-        logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed)",
-                    latest, step, int(self.optimizer.iterations.numpy()),
-                    int(self.consumed_var.numpy()))
-        return step
-
-    # ---------------------------------------------------------------- data
-
-    def distributed_dataset(self):
-        skip = 0
-        strategy = self.strategy
-        if self.config.data_resume == "skip":
-            replicas_per_pipeline = strategy.num_replicas_in_sync // self.cluster.num_workers
-            skip = int(self.consumed_var.numpy()) * max(replicas_per_pipeline, 1)
-        source = self.train_data
-
-        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-            if callable(source) and not isinstance(source, tf.data.Dataset):
-                dataset = source(context)
-            else:
-                dataset = source
-                if context.num_input_pipelines > 1:
-                    dataset = dataset.shard(context.num_input_pipelines,
-                                            context.input_pipeline_id)
-            if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
-                # Epochs are invisible to the step-based schedule of the paper.
-                dataset = dataset.repeat()
-            if skip:
-                dataset = dataset.skip(skip)
-            return dataset
-
-        if skip:
-            logger.info("skipping %d batches per input pipeline to continue the data stream",
-                        skip)
-        return strategy.distribute_datasets_from_function(dataset_fn)
+        build_checkpoint(self)
 
     def make_step_functions(self, element_spec) -> None:
         build_step_functions(self, element_spec)
@@ -233,30 +142,12 @@ class _Trainer:
             return flag
         return float(self.any_worker(tf.constant(1.0 if flag else 0.0))) > 0
 
-    def save(self, step: int) -> str | None:
-        if not bool(self.weights_finite()):
-            raise TrainingDivergedError(step, "a model weight is NaN or infinite",
-                                        self._latest())
-        if not self.is_chief:
-            # Every worker saves (the documented MultiWorkerMirroredStrategy pattern: saving
-            # may need collectives), the non-chief ones into a private directory deleted at once.
-            worker_dir = tempfile.mkdtemp(prefix=f"worker-{self.cluster.task_id}-")
-            try:
-                tf.train.CheckpointManager(self.checkpoint, worker_dir, max_to_keep=1).save(
-                    checkpoint_number=step)
-            finally:
-                shutil.rmtree(worker_dir, ignore_errors=True)
-            return None
-        path = self.manager.save(checkpoint_number=step)
-        logger.info("saved checkpoint %s", path)
-        return path
-
     def run(self) -> TrainResult:
         config, plan = self.config, self.plan
         started = time.monotonic()
         self.build()
-        self.check_model_config()
-        start_step = self.restore()
+        check_model_config(self)
+        start_step = restore(self)
         train_steps = plan["train_steps"]
         budget = TrainingBudget(train_steps, plan["train_minutes"], plan["checkpoints_to_average"],
                                 config.average_window, float(self.seconds_var.numpy()), start_step)
@@ -267,7 +158,7 @@ class _Trainer:
         if self.is_chief:
             # Drop records of steps after the checkpoint: they are recomputed below.
             write_metrics(self.directory, history)
-        dist_dataset = self.distributed_dataset()
+        dist_dataset = distributed_dataset(self)
         self.make_step_functions(dist_dataset.element_spec)
         iterator = iter(dist_dataset)
         step = start_step
@@ -302,12 +193,12 @@ class _Trainer:
                 loss = loss_sum / tokens if tokens else float("nan")
                 if not math.isfinite(loss):
                     raise TrainingDivergedError(next_step, f"the loss is {loss}",
-                                                self._latest())
+                                                latest(self))
                 if nonfinite:
                     if not self.float16:
                         raise TrainingDivergedError(next_step, "a gradient is NaN or infinite",
-                                                    self._latest())
-                    self._shrink_loss_scale(next_step)
+                                                    latest(self))
+                    shrink_loss_scale(self, next_step)
                     self.reset()
                     continue
                 if self.plan["decay_fraction"]:
@@ -319,7 +210,7 @@ class _Trainer:
                 self.step_var.assign(step)
                 self.consumed_var.assign(consumed)
                 if self.float16:
-                    self._grow_loss_scale()
+                    grow_loss_scale(self)
                 seconds = time.perf_counter() - tick
                 record = {
                     "step": step,
@@ -360,7 +251,7 @@ class _Trainer:
                     out_of_time = self.any_worker_raised(budget.out_of_time())
                 if due or step == train_steps or out_of_time:
                     self.seconds_var.assign(budget.spent())
-                    self.save(step)
+                    save(self, step)
                     last_saved_step, last_save_time = step, time.monotonic()
                 if self.is_chief:
                     bar.set_postfix({"loss": f"{loss:.3f}",
@@ -381,7 +272,7 @@ class _Trainer:
                 # A run that was already finished (or resumed at its end) still leaves its
                 # final state in a checkpoint.
                 self.seconds_var.assign(budget.spent())
-                self.save(step)
+                save(self, step)
         finally:
             bar.close()
             if metrics_file is not None:
@@ -414,9 +305,6 @@ class _Trainer:
         # Keras keeps the schedule of an optimizer only in this attribute.
         self.optimizer._learning_rate.progress.assign(progress)
 
-    def _latest(self) -> str | None:
-        return self.manager.latest_checkpoint if self.is_chief else None
-
     def _validate(self) -> dict[str, float]:
         result = validation_loss(self.model, self.validation_data, self.plan["label_smoothing"],
                           self.config.validation_max_batches)
@@ -424,43 +312,6 @@ class _Trainer:
                     int(self.step_var.numpy()), result["loss"], result["nll"],
                     result["perplexity"], result["token_accuracy"])
         return result
-
-    def _shrink_loss_scale(self, step: int) -> None:
-        # Dynamic loss scaling (Micikevicius et al., 2018): an overflow skips the update and
-        # halves the scale; the step is retried on the next batches.
-        scale = float(self.loss_scale.numpy()) / 2.0
-        if scale < 1.0:
-            raise TrainingDivergedError(
-                step, "gradients stay non-finite even without loss scaling", self._latest())
-        self.loss_scale.assign(scale)
-        self.good_steps.assign(0)
-        logger.info("step %d: gradient overflow in float16, loss scale lowered to %g",
-                    step, scale)
-
-    def _grow_loss_scale(self) -> None:
-        good = int(self.good_steps.numpy()) + 1
-        if good >= self.config.loss_scale_growth_steps:
-            self.loss_scale.assign(float(self.loss_scale.numpy()) * 2.0)
-            good = 0
-        self.good_steps.assign(good)
-
-
-def build_configured_strategy(config: TrainConfig) -> tf.distribute.Strategy:
-    """The strategy of ``config``; with ``cpu_devices`` the CPU is split and mirrored over.
-
-    Splitting only works before TensorFlow initialises its devices (else a clear
-    ``DistributionError``), which the CLI guarantees by calling this first.
-    """
-    kind = config.strategy
-    if kind == "auto":
-        kind = "multi_worker" if has_cluster() else "mirrored"
-    devices = config.devices
-    if config.cpu_devices:
-        names = split_cpu(config.cpu_devices)
-        if devices is None and kind == "mirrored":
-            devices = names
-    return build_strategy(kind, devices)
-
 
 def train(
     config: TrainConfig,

@@ -100,7 +100,10 @@ def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # As with the virtual environment activated: the server runs the environment's uvicorn.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PATH": path}
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/translation-ddtp-en-de@champion",

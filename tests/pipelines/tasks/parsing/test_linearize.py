@@ -120,3 +120,17 @@ def test_repair_gives_well_formed_trees(tokens, words):
 @given(text=st.text(), words=st.lists(st.text(), max_size=10))
 def test_repair_never_raises(text, words):
     assert repair(text, words).words() == words
+
+
+def test_best_tree_takes_the_best_hypothesis_that_is_a_tree_over_the_words():
+    from pipelines.tasks.parsing.linearize import best_tree
+
+    words = ["Prices", "fell", "."]
+    valid = "(S (NP NNS )NP (VP VBD )VP . )S"
+    # A wide beam can rank the empty parse and a parse with too few POS slots first.
+    tree, repaired = best_tree(["", "(S (NP NNS )NP . )S", valid], words)
+    assert not repaired and tree == delinearize(valid, words)
+    tree, repaired = best_tree(["(S (NP NNS )NP . )S", "(VP"], words)
+    assert repaired and tree.words() == words
+    tree, repaired = best_tree([], words)
+    assert repaired and tree.words() == words
