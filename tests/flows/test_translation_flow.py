@@ -69,7 +69,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert datasets["test"].name == "translation-ddtp-en-de-test"
 
 
-def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run):
+def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monkeypatch):
     import mlflow.pyfunc
     import pandas as pd
     from mlflow.tracking import MlflowClient
@@ -80,8 +80,9 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run):
     champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
     assert champion.run_id == result["run_id"] or result["promotion"]["promoted"] is False
     assert result["promotion"]["reason"] == "no champion yet" and result["promotion"]["promoted"]
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
+    # Through the environment, as a user would (mlflow.set_tracking_uri would leak into later tests).
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
     model = mlflow.pyfunc.load_model("models:/translation-ddtp-en-de@champion")
     assert [i.name for i in model.metadata.get_input_schema().inputs] == ["source"]
     out = model.predict(pd.DataFrame({"source": ["The package contains the development files.", ""]}))
