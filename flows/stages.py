@@ -105,6 +105,7 @@ def train_task(
     """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
     from pipelines.corpus import Corpus
     from pipelines.input_pipeline import make_dataset
+    from pipelines.tokenization import vocabulary_record
     from pipelines.training import train
 
     run_logger = get_run_logger()
@@ -121,12 +122,7 @@ def train_task(
            "vocab_size": source.vocab_size if source is target else None})
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")
-    if source is target:
-        vocab_size = source.vocab_size
-        vocabulary = {"fingerprint": source.fingerprint, "size": source.vocab_size}
-    else:
-        vocab_size = (source.vocab_size, target.vocab_size)
-        vocabulary = {"fingerprint": f"{source.fingerprint}+{target.fingerprint}", "size": list(vocab_size)}
+    vocab_size, vocabulary = vocabulary_record(source, target)
 
     # Steps a killed attempt logged after its last checkpoint are trained again on resume; MLflow
     # keeps every point it is given, so the first record of a step stays the only one.

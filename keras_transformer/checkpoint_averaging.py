@@ -72,7 +72,7 @@ def average_checkpoints(
     Args:
         paths_or_dir: a training directory or a list of checkpoint prefixes.
         last_n: how many of the newest checkpoints to average (5 for the paper's base models,
-            20 for big: ``get_preset(name).decoding.checkpoints_to_average``); ``None`` averages
+            20 for big: ``get_preset(name).training.checkpoints_to_average``); ``None`` averages
             all given.
         output: a directory outside every source checkpoint's directory; receives the averaged
             checkpoint ``averaged-<n>`` (found by ``tf.train.latest_checkpoint``),

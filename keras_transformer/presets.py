@@ -36,16 +36,17 @@ class TrainingRecipe:
     #: The rate falls linearly to zero over this last fraction of the run (``None``: equation
     #: (3) alone, as in the paper).
     decay_fraction: float | None = None
+    #: Section 6.1: the model evaluated is the average of the last N checkpoints (base 5, big 20).
+    checkpoints_to_average: int = 5
 
 
 @dataclass(frozen=True)
 class DecodingSettings:
-    """Section 6.1: beam size, length penalty alpha, max output length offset, averaging."""
+    """Section 6.1: beam size, length penalty alpha, max output length offset."""
 
     beam_size: int = 4
     length_penalty: float = 0.6
     max_length_offset: int = 50
-    checkpoints_to_average: int = 5
 
 
 @dataclass(frozen=True)

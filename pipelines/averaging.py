@@ -46,7 +46,7 @@ def checkpoints_to_average(config: AveragingConfig) -> int:
     if info is None or not info.get("preset"):
         raise ConfigError(
             f"{config.checkpoint_dir} records no preset (model_config.json); set last_n")
-    return get_preset(info["preset"]).decoding.checkpoints_to_average
+    return get_preset(info["preset"]).training.checkpoints_to_average
 
 
 def run_averaging(config: AveragingConfig) -> AveragingResult:

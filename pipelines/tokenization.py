@@ -188,6 +188,19 @@ def load_tokenizers(models: Path | str | tuple) -> tuple:
     return SubwordTokenizer(source), SubwordTokenizer(target)
 
 
+def vocabulary_record(source, target) -> tuple[int | tuple[int, int], dict]:
+    """The model's vocabulary size(s) and the record that ties checkpoints to these vocabularies.
+
+    ``(size, record)`` for one shared tokenizer (``source is target``), else
+    ``((source size, target size), record)``; the record goes into ``model_config.json`` so
+    that resuming and averaging refuse checkpoints trained with other vocabularies.
+    """
+    if source is target:
+        return source.vocab_size, {"fingerprint": source.fingerprint, "size": source.vocab_size}
+    sizes = (source.vocab_size, target.vocab_size)
+    return sizes, {"fingerprint": [source.fingerprint, target.fingerprint], "size": list(sizes)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI: train the subword model(s) of a prepared corpus."""
     import argparse

@@ -72,23 +72,15 @@ def run_from_config(
 
     from pipelines.corpus import Corpus
     from pipelines.input_pipeline import InputConfig, make_dataset
-    from pipelines.tokenization import load_tokenizers
+    from pipelines.tokenization import load_tokenizers, vocabulary_record
 
     data = job.data
     corpus = Corpus.load(data.corpus_dir, verify=data.verify_corpus)
     tokenizer_paths = data.tokenizer if isinstance(data.tokenizer, str) else tuple(data.tokenizer)
     tokenizers = load_tokenizers(tokenizer_paths)
     input_config = from_dict(InputConfig, data.input, source=f"{path}:data.input")
-    source_tok, target_tok = tokenizers
-    shared = source_tok is target_tok
-    vocab_size = (source_tok.vocab_size if shared
-                  else (source_tok.vocab_size, target_tok.vocab_size))
-    vocabulary = {
-        "fingerprint": source_tok.fingerprint if shared
-        else [source_tok.fingerprint, target_tok.fingerprint],
-        "size": vocab_size if shared else list(vocab_size),
-    }
-    pair = tokenizers[0] if shared else tokenizers
+    vocab_size, vocabulary = vocabulary_record(*tokenizers)
+    pair = tokenizers[0] if tokenizers[0] is tokenizers[1] else tokenizers
 
     def train_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         dataset = make_dataset(corpus, "train", pair, input_config, training=True)

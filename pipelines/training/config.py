@@ -156,7 +156,7 @@ class TrainConfig:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:
             fail("initial_loss_scale", "must be >= 1")
-        needed = preset.decoding.checkpoints_to_average
+        needed = preset.training.checkpoints_to_average
         if self.keep_checkpoints is not None and self.keep_checkpoints < needed:
             fail("keep_checkpoints", f"preset '{self.preset}' averages the last {needed} "
                  "checkpoints (section 6.1), so at least that many must be kept")
@@ -183,13 +183,13 @@ class TrainConfig:
                                 else self.label_smoothing),
             "tokens_per_step": self.tokens_per_step or recipe.tokens_per_batch,
             "keep_checkpoints": self.keep_checkpoints or max(
-                preset.decoding.checkpoints_to_average, 5),
+                preset.training.checkpoints_to_average, 5),
             "adam_beta_1": recipe.adam_beta_1,
             "adam_beta_2": recipe.adam_beta_2,
             "adam_epsilon": recipe.adam_epsilon,
             "learning_rate_scale": (recipe.learning_rate_scale if self.learning_rate_scale is None
                                     else self.learning_rate_scale),
-            "checkpoints_to_average": preset.decoding.checkpoints_to_average,
+            "checkpoints_to_average": preset.training.checkpoints_to_average,
         }
 
 

@@ -53,7 +53,7 @@ def test_presets_carry_training_and_decoding_settings():
     assert (base.training.adam_beta_1, base.training.adam_beta_2, base.training.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert base.decoding.beam_size == 4 and base.decoding.length_penalty == 0.6
     assert base.decoding.max_length_offset == 50
-    assert base.decoding.checkpoints_to_average == 5 and big.decoding.checkpoints_to_average == 20
+    assert base.training.checkpoints_to_average == 5 and big.training.checkpoints_to_average == 20
     assert big.model["dropout"] == 0.3 and big.model["num_heads"] == 16
     assert get_preset("D-ls0.2").training.label_smoothing == 0.2
     parser = get_preset("parser").model

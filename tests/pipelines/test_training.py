@@ -124,7 +124,7 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
     assert resolved["label_smoothing"] == 0.1 and resolved["warmup_steps"] == 4000
     assert (resolved["adam_beta_1"], resolved["adam_beta_2"], resolved["adam_epsilon"]) == (
         0.9, 0.98, 1e-9)
-    assert resolved["keep_checkpoints"] >= get_preset("base").decoding.checkpoints_to_average
+    assert resolved["keep_checkpoints"] >= get_preset("base").training.checkpoints_to_average
     assert resolved["learning_rate_scale"] == 1.0
     assert TrainConfig(preset="cpu-small").resolved()["learning_rate_scale"] == 0.48
     assert TrainConfig(preset="cpu-small", learning_rate_scale=0.5).resolved()[
