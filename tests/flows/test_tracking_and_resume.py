@@ -172,3 +172,38 @@ def test_prefect_yaml_limits_each_run_dir_to_one_run_and_retries_crashed_runs():
     retrain = next(d for d in spec["deployments"] if d.get("schedules"))
     triggers = [DeploymentEventTrigger(**t) for t in retrain["triggers"]]
     assert any("prefect.flow-run.Crashed" in t.expect for t in triggers)
+
+
+def test_only_errors_that_can_pass_are_retried():
+    from prefect import flow, task
+
+    from flows.stages import RETRY
+    from pipelines.corpus import OfflineError
+
+    calls = []
+
+    @task(retries=2, retry_delay_seconds=0, **RETRY)
+    def stage(error):
+        calls.append(type(error).__name__)
+        raise error
+
+    @flow
+    def run(error):
+        stage(error)
+
+    for error, attempts in ((TimeoutError("slow disk"), 3), (ConnectionResetError("reset"), 3),
+                            (ConfigError("train.warmup_steps"), 1), (ValueError("bad data"), 1),
+                            (FileNotFoundError("corpus"), 1), (OfflineError("no internet"), 1)):
+        calls.clear()
+        with pytest.raises(type(error)):
+            run(error)
+        assert len(calls) == attempts, (error, calls)
+
+
+def test_the_train_stage_gets_a_time_limit_from_its_budget(tmp_path):
+    from flows.stages import train_timeout
+    from flows.translation import load_translation_config
+
+    config = load_translation_config(write_config(tmp_path, train_minutes=60))
+    assert train_timeout(config.train) == 60 * 60 * 1.5 + 1800
+    assert train_timeout(load_translation_config(write_config(tmp_path, train_minutes=0)).train) is None
