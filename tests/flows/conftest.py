@@ -1,5 +1,8 @@
 """Shared by the flow tests: a real temporary Prefect API per module, and a tiny demo config."""
 
+import socket
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,22 @@ def write_config(tmp_path, **train):
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_it_answers(url: str, process, log: Path, seconds: float) -> None:
+    """Polls ``url`` until it answers; fails with the server's log if it dies or stays silent."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} did not answer within {seconds} s"
+            time.sleep(0.5)

@@ -4,24 +4,16 @@ per run_dir, and Prefect flow runs left "Running" by a killed process."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
 
 from flows.run_state import exclusive, mark_crashed, run_to_resume, settings_fingerprint
 from pipelines.config import ConfigError
-from tests.flows.conftest import write_config
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.flows.conftest import free_port, wait_until_it_answers, write_config
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +29,7 @@ def mlflow_server(tmp_path_factory):
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (root / "server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "mlflow server did not come up"
-                time.sleep(0.5)
+        wait_until_it_answers(f"{uri}/health", server, root / "server.log", 120)
         yield uri, root / "artifacts"
     finally:
         os.killpg(server.pid, 15)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pipelines.config import ConfigError
-from tests.flows.conftest import DEMO, REPO, write_config
+from tests.flows.conftest import DEMO, REPO, free_port, wait_until_it_answers, write_config
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +93,11 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
 
 def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
     """``mlflow models serve`` on the champion, asked over real HTTP on 127.0.0.1."""
-    import socket
     import urllib.request
 
     run_tmp, _, _ = finished_run
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     # As with the virtual environment activated: the server runs the environment's uvicorn.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "TF_CPP_MIN_LOG_LEVEL": "2",
@@ -111,15 +108,7 @@ def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
          "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the model server did not come up"
-                time.sleep(1)
+        wait_until_it_answers(f"http://127.0.0.1:{port}/ping", server, tmp_path / "serve.log", 300)
         body = json.dumps({"dataframe_split": {"columns": ["source"],
                                                "data": [["The package contains the documentation."],
                                                         ["This is a library."]]}}).encode()
