@@ -224,7 +224,7 @@ def beam_search(
 
 
 def beam_search_decode(
-    model, source_ids, beam_size: int = 4, alpha=0.6, max_length_offset=50
+    model, source_ids, beam_size: int = 4, alpha=0.6, max_length_offset=50, constraint=None, slots=None
 ) -> BeamSearchOutput:
     """Beam search with a :class:`~keras_transformer.Transformer` and its incremental cache.
 
@@ -235,10 +235,17 @@ def beam_search_decode(
     ``beam_size=1`` is greedy decoding, as in tensor2tensor's Transformer (``_fast_decode``
     switches to greedy for a beam of one): a beam of one kept alive past an EOS could otherwise
     return a longer output than greedy under a length penalty ``alpha > 0``.
+
+    ``constraint`` (e.g. a :class:`~keras_transformer.constraints.BracketConstraint`) masks the
+    tokens that would make a hypothesis invalid; ``slots`` (``[batch]`` int) is its per-sentence
+    input. A constrained search runs the beam even for ``beam_size=1``.
     """
-    if beam_size == 1:
+    if beam_size == 1 and constraint is None:
         return _greedy_as_beam(greedy_decode(model, source_ids, max_length_offset), alpha)
     score_fn, state, max_lengths = prepare_decoding(model, source_ids, max_length_offset, beam_size)
+    if constraint is not None:
+        score_fn = constraint.wrap(score_fn)
+        state = (state, constraint.initial_state(tf.repeat(tf.cast(slots, tf.int32), beam_size)))
     return beam_search(
         score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, **special_ids(model)
     )
@@ -255,14 +262,32 @@ def _greedy_as_beam(greedy: GreedyOutput, alpha) -> BeamSearchOutput:
     )
 
 
-def compiled_beam_search(model, beam_size: int):
+def compiled_beam_search(model, beam_size: int, constraint=None):
     """A ``tf.function(source_ids, alpha, max_length_offset) -> BeamSearchOutput`` for ``model``.
 
     Traced once per model and beam size; ``alpha`` and the offset are tensors, so changing them
-    does not retrace.
+    does not retrace. With a ``constraint`` the function takes ``slots`` (``[batch]`` int32) too.
     """
 
     model_ref = weakref.ref(model)  # see decoding.compiled: the cache must not keep models alive
+    if constraint is not None:
+        def constrained_factory():
+            @tf.function(
+                input_signature=[
+                    SOURCE_SPEC,
+                    tf.TensorSpec([], tf.float32, name="alpha"),
+                    tf.TensorSpec([], tf.int32, name="max_length_offset"),
+                    tf.TensorSpec([None], tf.int32, name="slots"),
+                ],
+                reduce_retracing=True,
+            )
+            def decode(source_ids, alpha, max_length_offset, slots):
+                return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
+                                          constraint, slots)
+
+            return decode
+
+        return compiled(model, ("constrained-beam", beam_size, id(constraint)), constrained_factory)
 
     def factory():
         @tf.function(

@@ -75,6 +75,8 @@ class Translator:
         batch_size: int = 32,
         greedy: bool = False,
         n_best: bool = False,
+        constraint=None,
+        slots: Sequence[int] | None = None,
     ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
@@ -83,6 +85,8 @@ class Translator:
         uses greedy decoding instead of beam search (``beam_size`` and ``alpha`` are ignored).
         ``n_best=True`` returns, per sentence, every finished hypothesis of the beam, best first
         (for a caller that must reject some, e.g. a parse that is not a tree over its words).
+        ``constraint`` with ``slots`` (one int per sentence) constrains the beam search
+        (:mod:`keras_transformer.constraints`).
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
@@ -106,10 +110,12 @@ class Translator:
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         pad = self.model.config.pad_id
         translations: list = [None] * len(sentences)
+        if constraint is not None and (greedy or slots is None or len(slots) != len(sentences)):
+            raise ValueError("a constraint needs beam search and one slots value per sentence")
         if greedy:
             decode = compiled_greedy_decode(self.model)
         else:
-            decode = compiled_beam_search(self.model, beam_size)
+            decode = compiled_beam_search(self.model, beam_size, constraint)
         logger.info(
             "translating %d sentences in %d batches (%s)",
             len(sentences),
@@ -125,7 +131,10 @@ class Translator:
                 ids = decode(tf.constant(source), tf.constant(offset, tf.int32)).ids[:, None]
                 found = np.ones(ids.shape[:2], bool)
             else:
-                result = decode(tf.constant(source), tf.constant(alpha, tf.float32), tf.constant(offset, tf.int32))
+                inputs = [tf.constant(source), tf.constant(alpha, tf.float32), tf.constant(offset, tf.int32)]
+                if constraint is not None:
+                    inputs.append(tf.constant([int(slots[i]) for i in batch], tf.int32))
+                result = decode(*inputs)
                 ids = result.ids if n_best else result.ids[:, :1]
                 found = np.isfinite(result.scores.numpy()[:, : ids.shape[1]])
             shape = tf.shape(ids)

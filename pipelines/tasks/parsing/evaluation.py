@@ -26,7 +26,7 @@ from pipelines.corpus import SPLITS, Corpus
 from pipelines.decoding import decoding_kwargs, decoding_record
 
 from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
-from .linearize import best_tree, delinearize
+from .linearize import best_tree, delinearize, tree_constraint
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class ParseEvalConfig:
     comma ``NN`` is still scored; ``each`` deletes it by each tree's own tags, as EVALB does,
     which makes such a sentence an error sentence, left out of the totals (and so flattering
     F1). The record holds EVALB's figures too (``evalb``), for comparison with published ones.
+    ``constrained``: the beam search builds only trees over the sentence's words (a
+    ``Translator``; an export decodes unconstrained and the best valid hypothesis is taken).
     """
 
     split: str = "test"
@@ -54,6 +56,7 @@ class ParseEvalConfig:
     max_sentences: int | None = None
     cutoff_len: int = CUTOFF_LEN
     punctuation: str = "gold"
+    constrained: bool = True
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -74,18 +77,33 @@ def _summary(scores: dict, cutoff_len: int) -> dict[str, dict]:
     return {key: scores[key] for key in ("all", f"len<={cutoff_len}")}
 
 
-def parse_sentences(translator, sentences: list[str], **decode: Any) -> tuple[list[str], list[Any], int]:
+def parse_sentences(translator, sentences: list[str], constrained: bool = True,
+                    **decode: Any) -> tuple[list[str], list[Any], int]:
     """Best decoded sequences, trees over each sentence's words, and how many needed repair.
 
     Each tree is the best beam hypothesis that is a tree over the words (:func:`.linearize.best_tree`).
+    With ``constrained`` and a translator that exposes its model and vocabulary (a
+    ``Translator``, not an export), the beam search itself only builds such trees
+    (:func:`.linearize.tree_constraint`: one slot per word, balanced and matching brackets).
     """
-    n_best = translator.translate(sentences, n_best=True, **decode)
+    extra: dict[str, Any] = {}
+    if constrained and hasattr(translator, "target_tokenizer") and hasattr(translator, "model"):
+        extra = {"constraint": _constraint(translator),
+                 "slots": [len(sentence.split()) for sentence in sentences]}
+    n_best = translator.translate(sentences, n_best=True, **decode, **extra)
     trees, repaired = [], 0
     for sentence, hypotheses in zip(sentences, n_best):
         tree, was_repaired = best_tree(hypotheses, sentence.split())
         trees.append(tree)
         repaired += was_repaired
     return [hypotheses[0] if hypotheses else "" for hypotheses in n_best], trees, repaired
+
+
+def _constraint(translator):
+    # One per translator: the compiled constrained search is cached per constraint object.
+    if getattr(translator, "_tree_constraint", None) is None:
+        translator._tree_constraint = tree_constraint(translator.target_tokenizer, translator.model.config.eos_id)
+    return translator._tree_constraint
 
 
 def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None = None,
@@ -106,7 +124,7 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
     gold = [delinearize(target, source.split()) for source, target in pairs]
     decode = decoding_kwargs(translator, config)
     logger.info("parsing %d %s sentences (%s)", len(pairs), config.split, decode)
-    decoded, predicted, repaired = parse_sentences(translator, sentences, **decode)
+    decoded, predicted, repaired = parse_sentences(translator, sentences, config.constrained, **decode)
 
     scores = score_trees(gold, predicted, cutoff_len=config.cutoff_len, punctuation=config.punctuation)
     baselines = {

@@ -183,3 +183,21 @@ def best_tree(hypotheses: str | Iterable[str], words: Iterable[str]) -> tuple[Tr
         except ValueError:
             continue
     return repair(hypotheses[0] if hypotheses else "", words), True
+
+
+def tree_constraint(target_tokenizer, eos_id: int):
+    """A :class:`~keras_transformer.constraints.BracketConstraint` over a target vocabulary of
+    linearised trees: PTB tags are the slots, ``(L``/``)L`` the brackets (a word-level vocabulary;
+    SentencePiece's word-boundary mark ``▁`` is ignored)."""
+    import tensorflow as tf
+
+    from keras_transformer.constraints import BracketConstraint
+
+    size = int(target_tokenizer.vocab_size)
+    pieces = [p.decode("utf-8").lstrip("\u2581")
+              for p in target_tokenizer.id_to_piece(tf.range(size)).numpy()]
+    ids = {piece: i for i, piece in enumerate(pieces)}
+    slots = [ids[tag] for tag in sorted(PTB_TAGS) if tag in ids]
+    labels = sorted(label for label in PTB_LABELS if f"({label}" in ids and f"){label}" in ids)
+    return BracketConstraint(size, slots, [ids[f"({label}"] for label in labels],
+                             [ids[f"){label}"] for label in labels], eos_id)
