@@ -11,3 +11,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "pipelines,keras_transformer")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The temporary local API Prefect starts for a flow run without a server waits 20 s by default;
+# on a busy 2-core machine (TensorFlow importing beside it) that start can take longer.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
