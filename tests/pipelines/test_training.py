@@ -221,8 +221,9 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
     other_loss, other = by_hand("per_batch")
     assert result.history[0]["loss"] == pytest.approx(loss, rel=1e-5)
     # Adam's first step is close to lr * sign(gradient) (lr ~ 0.01 here): components with a
-    # tiny gradient differ by float rounding, the other normalisation flips whole signs.
-    atol = 5e-5
+    # tiny gradient differ by float rounding (5.02e-5 seen once, from the order of multi-threaded
+    # sums), the other normalisation flips whole signs (~2e-2, checked below).
+    atol = 2e-4
     for mine, reference, check in zip(weights_of(result.model), expected,
                                       comparable(result.model)):
         if check:
