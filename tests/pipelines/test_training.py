@@ -222,14 +222,14 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
     assert result.history[0]["loss"] == pytest.approx(loss, rel=1e-5)
     # Adam's first step is close to lr * sign(gradient) (lr ~ 0.01 here): components with a
     # tiny gradient differ by float rounding (5.02e-5 seen once, from the order of multi-threaded
-    # sums), the other normalisation flips whole signs (~2e-2, checked below).
+    # sums); the other normalisation moves weights by ~4e-3 (checked below).
     atol = 2e-4
     for mine, reference, check in zip(weights_of(result.model), expected,
                                       comparable(result.model)):
         if check:
             np.testing.assert_allclose(mine, reference, atol=atol)
     assert other_loss != pytest.approx(loss, rel=1e-5)
-    assert max(np.abs(a - b).max() for a, b in zip(weights_of(result.model), other)) > 20 * atol
+    assert max(np.abs(a - b).max() for a, b in zip(weights_of(result.model), other)) > 10 * atol
 
 
 def test_nan_guard_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path, train_dataset_fn):
