@@ -113,9 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated variant names to run")
     parser.add_argument("--repeats", type=int, default=1, help="run the list again, reversed")
     parser.add_argument("--out", type=Path, help="default: runs/search-<file name>")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a setting of every variant, e.g. --set data.path=treebank.zip")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     search = load_search(args.search)
+    if args.set:
+        from flows.pipeline_config import parse_overrides
+        from pipelines.config import merge
+
+        search["overrides"] = merge(search.get("overrides", {}), parse_overrides(args.set))
     name = args.search.stem
     out = args.out or REPO / "runs" / f"search-{name}"
     out.mkdir(parents=True, exist_ok=True)
