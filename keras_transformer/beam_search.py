@@ -270,37 +270,21 @@ def compiled_beam_search(model, beam_size: int, constraint=None):
     """
 
     model_ref = weakref.ref(model)  # see decoding.compiled: the cache must not keep models alive
+    signature = [
+        SOURCE_SPEC,
+        tf.TensorSpec([], tf.float32, name="alpha"),
+        tf.TensorSpec([], tf.int32, name="max_length_offset"),
+    ]
     if constraint is not None:
-        def constrained_factory():
-            @tf.function(
-                input_signature=[
-                    SOURCE_SPEC,
-                    tf.TensorSpec([], tf.float32, name="alpha"),
-                    tf.TensorSpec([], tf.int32, name="max_length_offset"),
-                    tf.TensorSpec([None], tf.int32, name="slots"),
-                ],
-                reduce_retracing=True,
-            )
-            def decode(source_ids, alpha, max_length_offset, slots):
-                return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
-                                          constraint, slots)
-
-            return decode
-
-        return compiled(model, ("constrained-beam", beam_size, id(constraint)), constrained_factory)
+        signature.append(tf.TensorSpec([None], tf.int32, name="slots"))
 
     def factory():
-        @tf.function(
-            input_signature=[
-                SOURCE_SPEC,
-                tf.TensorSpec([], tf.float32, name="alpha"),
-                tf.TensorSpec([], tf.int32, name="max_length_offset"),
-            ],
-            reduce_retracing=True,
-        )
-        def decode(source_ids, alpha, max_length_offset):
-            return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset)
+        @tf.function(input_signature=signature, reduce_retracing=True)
+        def decode(source_ids, alpha, max_length_offset, *slots):
+            return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
+                                      constraint, *slots)
 
         return decode
 
-    return compiled(model, ("beam", beam_size), factory)
+    key = ("beam", beam_size) if constraint is None else ("constrained-beam", beam_size, id(constraint))
+    return compiled(model, key, factory)
