@@ -56,7 +56,7 @@ from flows.stages import (
     train_task,
     train_timeout,
 )
-from flows.tracking import Tracker
+from flows.tracking import Tracker, artifact_key
 from pipelines.config import ConfigError, merge, to_dict
 
 logger = logging.getLogger(__name__)
@@ -132,15 +132,34 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
                 model_name = config.tracking.registered_model or pipeline_task.identity(config.data)
                 result["promotion"] = register_task(pipeline_task, tracker, model_name, result["export"],
                                                     scores, corpus_dir, config.evaluation, str(paths.work))
-    except BaseException:
+    except BaseException as err:
         tracker.finish("FAILED")
+        _link_in_prefect(tracker, pipeline_task.identity(config.data), "FAILED", error=f"{type(err).__name__}: {err}")
         raise
     finally:
         if monitor is not None:
             monitor.finish()
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
+    _link_in_prefect(tracker, pipeline_task.identity(config.data), "FINISHED",
+                     {**scores["metrics"], **{f"val_{k}": v for k, v in trained["validation"].items()}},
+                     scores["primary"])
     return result
+
+
+def _link_in_prefect(tracker: Tracker, problem: str, status: str, metrics: dict[str, Any] | None = None,
+                     primary: str | None = None, error: str | None = None) -> None:
+    """A markdown artifact on this Prefect flow run naming its MLflow run and scores (issue 11:
+    the MLflow run has the flow run as tags; this is the link the other way). Keyed by the
+    problem, so Prefect's Artifacts page keeps one history of them per task and data."""
+    from prefect.artifacts import create_markdown_artifact
+
+    try:
+        create_markdown_artifact(markdown=tracker.summary_markdown(status, metrics, primary, error),
+                                 key=artifact_key(f"mlflow-run-{problem}"),
+                                 description=f"MLflow run {tracker.run_id} ({status.lower()})")
+    except Exception as err:  # noqa: BLE001  (the run's outcome stands; a missing link is not worth failing it)
+        logger.warning("could not record MLflow run %s on the Prefect flow run: %s", tracker.run_id, err)
 
 
 def _value(returned: Any) -> Any:

@@ -13,7 +13,9 @@ import json
 import logging
 import math
 import os
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,28 @@ def require_server(uri: str, timeout: float = 10.0) -> None:
 
         raise ConfigError(f"MLflow tracking server {uri} (tracking.tracking_uri or MLFLOW_TRACKING_URI) "
                           f"does not answer: {getattr(err, 'reason', err)}") from err
+
+
+def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str) -> str | None:
+    """The run's page in the MLflow UI of a tracking server (the address MLflow itself prints when
+    a run ends, ``mlflow/tracking/_tracking_service/client.py``); None for a local store, which has
+    no UI until someone starts ``mlflow ui`` on it."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return None
+    return f"{public_uri(tracking_uri).rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def public_uri(uri: str) -> str:
+    """``uri`` without the user and password a team may have put in it, for records others read."""
+    parts = urllib.parse.urlsplit(uri)
+    if not parts.username and not parts.password:
+        return uri
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def artifact_key(text: str) -> str:
+    """``text`` as a Prefect artifact key (lowercase letters, digits and dashes only)."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
 
 
 def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -182,3 +206,28 @@ class Tracker:
 
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
+
+    def summary_markdown(self, status: str, metrics: dict[str, Any] | None = None, primary: str | None = None,
+                         error: str | None = None) -> str:
+        """Markdown naming this run (id, experiment, tracking URI, a link to its page in the MLflow UI
+        when the store is a server, else the ``mlflow ui`` command that shows it) and its scores,
+        ``primary`` first: what a Prefect flow run shows of the MLflow run it worked for."""
+        run = self.client.get_run(self.run_id)
+        experiment = self.client.get_experiment(run.info.experiment_id)
+        uri = public_uri(self.tracking_uri)
+        url = run_ui_url(self.tracking_uri, experiment.experiment_id, self.run_id)
+        lines = [f"## MLflow run {status.lower()}", "",
+                 f"- run: [{self.run_id}]({url})" if url else f"- run: `{self.run_id}`",
+                 f"- experiment: `{experiment.name}` (id {experiment.experiment_id})",
+                 f"- tracking URI: `{uri}`"]
+        if not url:
+            lines.append(f"- browse it: `mlflow ui --backend-store-uri {uri}`")
+        if error:
+            lines.append(f"- error: {error}")
+        numbers = {k: v for k, v in (metrics or {}).items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if numbers:
+            order = sorted(numbers, key=lambda key: (key != primary, key))
+            lines += ["", "| score | value |", "|---|---|"]
+            lines += [f"| {'**' + k + '**' if k == primary else k} | {numbers[k]:.6g} |" for k in order]
+        return "\n".join(lines) + "\n"

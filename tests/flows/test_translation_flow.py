@@ -69,6 +69,72 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert datasets["test"].name == "translation-ddtp-en-de-test"
 
 
+def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-translation-ddtp-en-de"):
+    """The markdown artifact a pipeline flow run left naming its MLflow run, read from the Prefect API."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as prefect:
+        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+            key=ArtifactFilterKey(any_=[key])))
+    assert len(artifacts) == 1, artifacts
+    assert artifacts[0].type == "markdown" and artifacts[0].task_run_id is None  # the flow run's own
+    return artifacts[0].data
+
+
+def score_rows(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| score ")]
+
+
+def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(finished_run):
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, _, result = finished_run
+    uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    run = MlflowClient(uri).get_run(result["run_id"])
+    markdown = mlflow_run_artifact(run.data.tags["prefect.flow_run_id"])
+    assert "## MLflow run finished" in markdown
+    assert f"- run: `{result['run_id']}`" in markdown
+    assert f"- experiment: `flow-test` (id {run.info.experiment_id})" in markdown
+    assert f"- tracking URI: `{uri}`" in markdown
+    # A SQLite store has no UI to link to: the command that opens one on it instead.
+    assert f"`mlflow ui --backend-store-uri {uri}`" in markdown and "](http" not in markdown
+    rows = score_rows(markdown)
+    metrics = result["scores"]["metrics"]
+    assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
+    assert f"| chrf | {metrics['chrf']:.6g} |" in rows
+    assert any(row.startswith("| val_perplexity | ") for row in rows)
+
+
+def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from flows.translation import translation_pipeline
+
+    path = write_config(tmp_path)
+    with pytest.raises(Exception, match="not a directory"):
+        translation_pipeline(str(path), {"data": {"source": "folder", "folder": str(tmp_path / "missing")}})
+    state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
+    run = MlflowClient(state["tracking_uri"]).get_run(state["run_id"])
+    assert run.info.status == "FAILED"
+    markdown = mlflow_run_artifact(state["flow_run_id"], "mlflow-run-translation-folder-en-de")
+    assert "## MLflow run failed" in markdown and f"- run: `{state['run_id']}`" in markdown
+    assert "- error: DataError: " in markdown and "not a directory" in markdown
+    assert not score_rows(markdown)
+
+
+def test_a_tracking_server_run_gets_a_link_to_its_page_without_credentials():
+    from flows.tracking import artifact_key, public_uri, run_ui_url
+
+    assert run_ui_url("http://127.0.0.1:5000/", "3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc"
+    assert run_ui_url("https://alice:secret@mlflow.example.org", "1", "r") == \
+        "https://mlflow.example.org/#/experiments/1/runs/r"
+    assert run_ui_url("sqlite:////tmp/mlflow.db", "1", "r") is None
+    assert public_uri("databricks") == "databricks"
+    assert artifact_key("mlflow-run-Parsing_WSJ.v2") == "mlflow-run-parsing-wsj-v2"
+
+
 def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monkeypatch):
     import mlflow.pyfunc
     import pandas as pd
@@ -241,7 +307,7 @@ def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
 
     # Under a budget the trainer saves the averaging checkpoints in the run's final stretch.
     path = write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
-    assert load_pipeline_config(path).train.resolved()["train_minutes"] == 1
+    assert load_pipeline_config(path).train.resolved().train_minutes == 1
 
 
 def test_an_explicit_checkpoint_dir_is_kept_even_if_it_is_the_stage_default(tmp_path):
