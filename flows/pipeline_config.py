@@ -79,10 +79,10 @@ class PipelineConfig:
     def _check_enough_checkpoints(self) -> None:
         # Averaging needs last_n checkpoints; find out now rather than after hours of training.
         resolved = self.train.resolved()
-        if resolved["train_minutes"]:
+        if resolved.train_minutes:
             return  # under a time budget the trainer saves them in the run's final stretch
-        last_n = self.averaging.last_n or resolved["checkpoints_to_average"]
-        every, steps = self.train.checkpoint_every_steps, resolved["train_steps"]
+        last_n = self.averaging.last_n or resolved.checkpoints_to_average
+        every, steps = self.train.checkpoint_every_steps, resolved.train_steps
         if every:
             saved = steps // every + (1 if steps % every else 0)
             if saved < last_n:

@@ -47,9 +47,13 @@ RETRY = {"retry_condition_fn": transient_only, "cache_policy": NO_CACHE}
 
 
 def train_timeout(config: TrainConfig) -> float | None:
-    """Seconds the train stage may take: a budgeted run gets its budget with room; a step-bounded one none."""
-    minutes = config.resolved()["train_minutes"]
-    return minutes * 60 * 1.5 + HOUR / 2 if minutes else None
+    """Seconds the train stage may take: a budgeted run gets its budget with room; a step-bounded one none.
+
+    A budget counted in steps (``seconds_per_step``) bounds the steps, not the time they take on a
+    busy machine, so it gets no limit either.
+    """
+    minutes = config.resolved().train_minutes
+    return minutes * 60 * 1.5 + HOUR / 2 if minutes and not config.seconds_per_step else None
 
 
 def _mtimes(paths) -> dict[str, int]:
@@ -104,26 +108,9 @@ def train_task(
 ) -> dict[str, Any]:
     """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
     from pipelines.corpus import Corpus
-    from pipelines.input_pipeline import make_dataset
-    from pipelines.tokenization import vocabulary_record
-    from pipelines.training import train
+    from pipelines.training.stage import train_on_corpus
 
     run_logger = get_run_logger()
-    corpus = Corpus.load(corpus_dir)
-    source, target = _tokenizers(tokenizer_paths)
-    pair = (source, target)
-    train_data = make_dataset(corpus, "train", pair, input_config, training=True)
-    validation = make_dataset(corpus, "validation", pair, input_config, training=False)
-    from keras_transformer.presets import get_preset
-
-    # The model's special ids come from its config, the batches' from the tokenizers: one check.
-    model_config = get_preset(config.preset).model_config(
-        **{**config.model, "source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
-           "vocab_size": source.vocab_size if source is target else None})
-    model_config.check_tokenizer(source, "source")
-    model_config.check_tokenizer(target, "target")
-    vocab_size, vocabulary = vocabulary_record(source, target)
-
     # Steps a killed attempt logged after its last checkpoint are trained again on resume; MLflow
     # keeps every point it is given, so the first record of a step stays the only one.
     logged = tracker.logged_steps("loss")
@@ -135,8 +122,8 @@ def train_task(
         if validated:
             run_logger.info("step %d: %s", step, {k: v for k, v in metrics.items() if k.startswith("val_")})
 
-    result = train(config, train_data, vocab_size, validation_data=validation, vocabulary=vocabulary,
-                   on_step=on_step)
+    result = train_on_corpus(Corpus.load(corpus_dir), _tokenizers(tokenizer_paths), input_config, config,
+                             on_step=on_step)
     # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
     # checkpoint in the trainer's metrics file but not in MLflow: log them now.
     logged = tracker.logged_steps("loss")  # again: on_step logged more

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 
 
+def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
+    """``size``, or section 3.2.2's default d_k = d_v = d_model / h."""
+    return size if size is not None else d_model // num_heads
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     """Architecture of an encoder-decoder Transformer.
@@ -104,10 +109,8 @@ class TransformerConfig:
             object.__setattr__(self, "num_encoder_layers", self.num_layers)
         if self.num_decoder_layers is None:
             object.__setattr__(self, "num_decoder_layers", self.num_layers)
-        if self.d_k is None:
-            object.__setattr__(self, "d_k", self.d_model // self.num_heads)
-        if self.d_v is None:
-            object.__setattr__(self, "d_v", self.d_model // self.num_heads)
+        object.__setattr__(self, "d_k", head_size(self.d_model, self.num_heads, self.d_k))
+        object.__setattr__(self, "d_v", head_size(self.d_model, self.num_heads, self.d_v))
 
     def check_tokenizer(self, tokenizer, side: str = "target") -> None:
         """Raises ValueError unless ``tokenizer``'s size and special ids are this model's.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import keras
 
 from keras_transformer.attention import MultiHeadAttention
+from keras_transformer.config import head_size
 from keras_transformer.feed_forward import PositionwiseFeedForward
 from keras_transformer.residual import PostNormResidual
 
@@ -46,8 +47,8 @@ class TransformerLayerBase(keras.layers.Layer):
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={self.num_heads}")
         attention = MultiHeadAttention(
             self.num_heads,
-            self.d_k or d_model // self.num_heads,
-            self.d_v or d_model // self.num_heads,
+            head_size(d_model, self.num_heads, self.d_k),
+            head_size(d_model, self.num_heads, self.d_v),
             dropout=self.attention_dropout,
             dtype=self.dtype_policy,
             name=name,

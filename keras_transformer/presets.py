@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.schedules import transformer_adam
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,16 @@ class TrainingRecipe:
     decay_fraction: float | None = None
     #: Section 6.1: the model evaluated is the average of the last N checkpoints (base 5, big 20).
     checkpoints_to_average: int = 5
+
+    def optimizer(self, d_model: int, decay_fraction: float | None = None):
+        """Section 5.3's Adam on equation (3) with this recipe's betas, epsilon, warm-up and scale.
+
+        ``decay_fraction`` adds the fall to zero over the run's tail (``LinearDecayTail``), whose
+        progress the training stage sets; ``compile()`` leaves it out: ``fit`` does not know
+        where a run ends.
+        """
+        return transformer_adam(d_model, self.warmup_steps, self.adam_beta_1, self.adam_beta_2, self.adam_epsilon,
+                                scale=self.learning_rate_scale, decay_fraction=decay_fraction)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from keras_transformer.positional_encoding import (
     SinusoidalPositionalEncoding,
 )
 from keras_transformer.presets import TrainingRecipe, get_preset
-from keras_transformer.schedules import transformer_adam
 
 
 def causal_mask(query_length, key_length, start_index=0):
@@ -342,22 +341,13 @@ class Transformer(keras.Model):
         rate to zero belong to the training stage (``pipelines.training``), which knows how far a
         run is; ``fit`` gets equation (3) alone.
         """
-        recipe = self.training_recipe
-        label_smoothing = recipe.label_smoothing if label_smoothing is None else label_smoothing
-        warmup_steps = recipe.warmup_steps if warmup_steps is None else warmup_steps
-        if learning_rate_scale is None:
-            learning_rate_scale = recipe.learning_rate_scale
+        given = {"label_smoothing": label_smoothing, "warmup_steps": warmup_steps,
+                 "learning_rate_scale": learning_rate_scale}
+        recipe = dataclasses.replace(self.training_recipe, **{k: v for k, v in given.items() if v is not None})
         if optimizer == "auto":
-            optimizer = transformer_adam(
-                self.config.d_model,
-                warmup_steps,
-                recipe.adam_beta_1,
-                recipe.adam_beta_2,
-                recipe.adam_epsilon,
-                scale=learning_rate_scale,
-            )
+            optimizer = recipe.optimizer(self.config.d_model)
         if loss == "auto":
-            loss = LabelSmoothedCrossEntropy(label_smoothing, pad_id=self.config.pad_id)
+            loss = LabelSmoothedCrossEntropy(recipe.label_smoothing, pad_id=self.config.pad_id)
         if metrics == "auto":
             metrics = [MaskedAccuracy(self.config.pad_id), Perplexity(self.config.pad_id)]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)

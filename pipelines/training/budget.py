@@ -11,6 +11,11 @@ intervals": the last 50 minutes of a 12-hour run. Under a budget of an hour or l
 every 10 minutes would average the model of minute 20 into the model of minute 60, so the
 checkpoints to average are spread over the last ``window`` of the run instead, the last one at
 its end, and periodic checkpoints stop there, so the newest k checkpoints are exactly those.
+
+With ``seconds_per_step`` the budget counts steps instead of the wall clock, each worth that many
+seconds (measured on an idle machine): the run then ends, saves and anneals exactly as an
+uninterrupted run on that machine would, however busy this one is, which is what lets a recipe
+search compare runs made while the machine does other work (``benchmarks/recipe_search.py``).
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ class TrainingBudget:
 
     def __init__(self, train_steps: int, minutes: float | None, checkpoints_to_average: int,
                  window: float, spent_seconds: float = 0.0, start_step: int = 0,
-                 clock=time.monotonic):
+                 clock=time.monotonic, seconds_per_step: float | None = None):
         self.train_steps = train_steps
         self.seconds = minutes * 60.0 if minutes else None
         self.spent_before = float(spent_seconds)
         self.clock = clock
         self.started = clock()
         self.paused = 0.0
+        self.seconds_per_step = seconds_per_step
+        self.steps_done = 0
         k = max(int(checkpoints_to_average), 1)
         self.window_start = 1.0 - window if k > 1 else 1.0
         self.marks = ([1.0 - window * (k - 1 - i) / (k - 1) for i in range(k - 1)]
@@ -45,7 +52,13 @@ class TrainingBudget:
 
     def spent(self) -> float:
         """Budget seconds spent so far, this process and the runs before it together."""
+        if self.seconds_per_step:
+            return self.spent_before + self.steps_done * self.seconds_per_step
         return self.spent_before + self.clock() - self.started - self.paused
+
+    def step_done(self) -> None:
+        """Counts one optimizer step (the budget's clock when it counts steps)."""
+        self.steps_done += 1
 
     def pause(self):
         """A context manager whose time does not count (validation)."""

@@ -7,6 +7,7 @@ scale and the seconds of the time budget spent, so a resumed run continues exact
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -40,7 +41,7 @@ def build_checkpoint(trainer) -> None:
         loss_scale_good_steps=trainer.good_steps,
         train_seconds=trainer.seconds_var,
     )
-    keep = trainer.plan["keep_checkpoints"]
+    keep = trainer.config.checkpoints_kept()
     # Non-chief workers get a throw-away manager per save (see save()).
     trainer.manager = tf.train.CheckpointManager(
         trainer.checkpoint, str(trainer.directory), max_to_keep=keep,
@@ -63,7 +64,7 @@ def check_model_config(trainer) -> None:
         write_model_config(trainer.directory, info)
         write_json(trainer.directory / TRAIN_CONFIG_FILE, {
             "train_config": to_dict(trainer.config),
-            "resolved": trainer.plan,
+            "resolved": dataclasses.asdict(trainer.plan),
             "strategy": describe_strategy(trainer.strategy),
             "mixed_precision": trainer.config.mixed_precision,
         })

@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tensorflow as tf
-
 from pipelines.config import ConfigError, from_dict, load_config
 from pipelines.training.config import TrainConfig, TrainingDivergedError, TrainResult
-from pipelines.training.trainer import build_configured_strategy, train
+from pipelines.training.trainer import build_configured_strategy
 
 logger = logging.getLogger(__name__)
 
@@ -71,29 +69,16 @@ def run_from_config(
     strategy = build_configured_strategy(config)
 
     from pipelines.corpus import Corpus
-    from pipelines.input_pipeline import InputConfig, make_dataset
-    from pipelines.tokenization import load_tokenizers, vocabulary_record
+    from pipelines.input_pipeline import InputConfig
+    from pipelines.tokenization import load_tokenizers
+    from pipelines.training.stage import train_on_corpus
 
     data = job.data
     corpus = Corpus.load(data.corpus_dir, verify=data.verify_corpus)
     tokenizer_paths = data.tokenizer if isinstance(data.tokenizer, str) else tuple(data.tokenizer)
-    tokenizers = load_tokenizers(tokenizer_paths)
     input_config = from_dict(InputConfig, data.input, source=f"{path}:data.input")
-    vocab_size, vocabulary = vocabulary_record(*tokenizers)
-    pair = tokenizers[0] if tokenizers[0] is tokenizers[1] else tokenizers
-
-    def train_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        dataset = make_dataset(corpus, "train", pair, input_config, training=True)
-        if context.num_input_pipelines > 1:
-            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
-        return dataset
-
-    validation = None
-    if data.validation_split:
-        validation = make_dataset(corpus, data.validation_split, pair, input_config,
-                                  training=False)
-    return train(config, train_fn, vocab_size, validation_data=validation,
-                 vocabulary=vocabulary, strategy=strategy, on_step=on_step)
+    return train_on_corpus(corpus, load_tokenizers(tokenizer_paths), input_config, config,
+                           validation_split=data.validation_split, strategy=strategy, on_step=on_step)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from keras_transformer.config import TransformerConfig
-from keras_transformer.presets import get_preset
+from keras_transformer.presets import TrainingRecipe, get_preset
 from keras_transformer.transformer import Transformer
 from pipelines.config import ConfigError
 from pipelines.distribution import (
@@ -63,6 +63,9 @@ class TrainConfig:
     checkpoints to average (section 6.1) are spread evenly over the last ``average_window`` of
     the run (by time or steps, whichever is further along), the last one at its end: the paper's
     "last 5 checkpoints, written at 10-minute intervals" cover the final 7% of its 12 hours.
+    ``seconds_per_step`` makes the budget count optimizer steps at that many seconds each instead
+    of the wall clock (a step time measured on an idle machine): the run is then the one that
+    machine would make in ``train_minutes``, whatever else this one is doing (recipe searches).
     ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
     zero over that last fraction of the run, measured the same way.
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
@@ -92,6 +95,7 @@ class TrainConfig:
     model: dict[str, Any] = field(default_factory=dict)
     train_steps: int | None = None
     train_minutes: float | None = None
+    seconds_per_step: float | None = None
     average_window: float = 0.1
     decay_fraction: float | None = None
     warmup_steps: int | None = None
@@ -142,6 +146,9 @@ class TrainConfig:
         if self.train_minutes is not None and (isinstance(self.train_minutes, bool) or not isinstance(
                 self.train_minutes, (int, float)) or self.train_minutes < 0):
             fail("train_minutes", "must be a number of minutes >= 0 (0: no time budget)")
+        if self.seconds_per_step is not None and (isinstance(self.seconds_per_step, bool) or not isinstance(
+                self.seconds_per_step, (int, float)) or self.seconds_per_step <= 0):
+            fail("seconds_per_step", "must be a positive number of seconds (or null: the wall clock)")
         if isinstance(self.average_window, bool) or not isinstance(self.average_window, (int, float)) \
                 or not 0 < self.average_window <= 1:
             fail("average_window", "must be a fraction of the run in (0, 1]")
@@ -167,30 +174,30 @@ class TrainConfig:
         if self.data_resume not in DATA_RESUME:
             fail("data_resume", f"use one of {DATA_RESUME}")
 
-    # Resolved values: the preset fills what the config leaves unset.
+    def resolved(self) -> TrainingRecipe:
+        """The recipe this run trains with: the preset's, with what this config sets.
 
-    def resolved(self) -> dict[str, Any]:
-        preset = get_preset(self.preset)
-        recipe = preset.training
+        A typed, frozen record (the model keeps it as ``training_recipe``, so a saved model
+        compiles with it again); its ``tokens_per_batch`` is the number of target tokens per
+        optimizer step (section 5.1's "batch").
+        """
+        recipe = get_preset(self.preset).training
         minutes = recipe.train_minutes if self.train_minutes is None else self.train_minutes
-        return {
-            "train_steps": self.train_steps or recipe.train_steps,
+        chosen = {
+            "train_steps": self.train_steps,
             "train_minutes": float(minutes) if minutes else None,
-            "decay_fraction": (recipe.decay_fraction if self.decay_fraction is None
-                               else self.decay_fraction) or None,
-            "warmup_steps": self.warmup_steps or recipe.warmup_steps,
-            "label_smoothing": (recipe.label_smoothing if self.label_smoothing is None
-                                else self.label_smoothing),
-            "tokens_per_step": self.tokens_per_step or recipe.tokens_per_batch,
-            "keep_checkpoints": self.keep_checkpoints or max(
-                preset.training.checkpoints_to_average, 5),
-            "adam_beta_1": recipe.adam_beta_1,
-            "adam_beta_2": recipe.adam_beta_2,
-            "adam_epsilon": recipe.adam_epsilon,
-            "learning_rate_scale": (recipe.learning_rate_scale if self.learning_rate_scale is None
-                                    else self.learning_rate_scale),
-            "checkpoints_to_average": preset.training.checkpoints_to_average,
+            "decay_fraction": (recipe.decay_fraction if self.decay_fraction is None else self.decay_fraction) or None,
+            "warmup_steps": self.warmup_steps,
+            "label_smoothing": self.label_smoothing,
+            "tokens_per_batch": self.tokens_per_step,
+            "learning_rate_scale": self.learning_rate_scale,
         }
+        return replace(recipe, **{k: v for k, v in chosen.items()
+                                  if v is not None or k in ("train_minutes", "decay_fraction")})
+
+    def checkpoints_kept(self) -> int:
+        """How many checkpoints the run keeps: ``keep_checkpoints``, else enough to average (and 5)."""
+        return self.keep_checkpoints or max(get_preset(self.preset).training.checkpoints_to_average, 5)
 
 
 @dataclass

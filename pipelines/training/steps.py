@@ -20,7 +20,7 @@ def build_step_functions(trainer, element_spec) -> None:
     """
     model, strategy = trainer.model, trainer.strategy
     trainable, accumulators = trainer.trainable, trainer.accumulators
-    eps = float(trainer.plan["label_smoothing"])
+    eps = float(trainer.plan.label_smoothing)
     pad_id = trainer.model_config.pad_id
     norm = trainer.norm
     loss_scale = trainer.loss_scale

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 import time
@@ -13,31 +11,18 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.presets import get_preset
-from keras_transformer.schedules import transformer_adam
 from keras_transformer.transformer import Transformer
-from pipelines.distribution import (
-    strategy_cluster_info,
-)
+from pipelines.distribution import strategy_cluster_info
 from pipelines.training.budget import TrainingBudget
 from pipelines.training.checkpointing import build_checkpoint, check_model_config, latest, restore, save
-from pipelines.training.config import (
-    DEFAULT_CHECKPOINT_DIR,
-    METRICS_FILE,
-    TrainConfig,
-    TrainingDivergedError,
-    TrainResult,
-)
+from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainingDivergedError, TrainResult
 from pipelines.training.data import distributed_dataset
 from pipelines.training.loss_scale import grow_loss_scale, shrink_loss_scale
-from pipelines.training.state import (
-    read_metrics,
-    seed_initialisation,
-    write_metrics,
-)
+from pipelines.training.state import seed_initialisation
+from pipelines.training.step_log import StepLog
 from pipelines.training.steps import build_step_functions
 from pipelines.training.strategy import build_configured_strategy
 from pipelines.training.validation import validation_loss
@@ -70,7 +55,7 @@ class _Trainer:
         # Per-step gradients are scaled by 1/tokens_per_step inside the replicas (and by the
         # exact global count at the update): the sums stay O(1) whatever the batch size, which
         # matters for float16's range.
-        self.norm = float(self.plan["tokens_per_step"])
+        self.norm = float(self.plan.tokens_per_batch)
         self.float16 = config.mixed_precision == "mixed_float16"
 
     # ---------------------------------------------------------------- construction
@@ -86,19 +71,9 @@ class _Trainer:
                 kwargs = {} if policy is None else {"dtype": policy}
                 self.model = Transformer(**self.model_config.to_dict(), **kwargs)
             # The recipe this run trains with, so that a saved model compiles with it again.
-            self.model.training_recipe = dataclasses.replace(
-                get_preset(config.preset).training,
-                **{k: self.plan[k] for k in ("warmup_steps", "label_smoothing", "learning_rate_scale")})
+            self.model.training_recipe = self.plan
             self.model.build()
-            self.optimizer = transformer_adam(
-                self.model_config.d_model,
-                self.plan["warmup_steps"],
-                self.plan["adam_beta_1"],
-                self.plan["adam_beta_2"],
-                self.plan["adam_epsilon"],
-                scale=self.plan["learning_rate_scale"],
-                decay_fraction=self.plan["decay_fraction"],
-            )
+            self.optimizer = self.plan.optimizer(self.model_config.d_model, decay_fraction=self.plan.decay_fraction)
             self.trainable = list(self.model.trainable_variables)
             self.optimizer.build(self.trainable)
             # Gradient accumulators: one local copy per replica (ON_READ), summed only through
@@ -134,7 +109,7 @@ class _Trainer:
             return False
         # Stop unless one more batch of this step's average size would bring the count nearer
         # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
-        return tokens >= self.plan["tokens_per_step"] - 0.5 * tokens / batches
+        return tokens >= self.plan.tokens_per_batch - 0.5 * tokens / batches
 
     def any_worker_raised(self, flag: bool) -> bool:
         """Whether any worker raised ``flag``: time-based decisions must be taken by all."""
@@ -148,140 +123,78 @@ class _Trainer:
         self.build()
         check_model_config(self)
         start_step = restore(self)
-        train_steps = plan["train_steps"]
-        budget = TrainingBudget(train_steps, plan["train_minutes"], plan["checkpoints_to_average"],
-                                config.average_window, float(self.seconds_var.numpy()), start_step)
+        train_steps = plan.train_steps
+        budget = TrainingBudget(train_steps, plan.train_minutes, plan.checkpoints_to_average, config.average_window,
+                                float(self.seconds_var.numpy()), start_step, seconds_per_step=config.seconds_per_step)
         if budget.seconds:
-            logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(),
-                        budget.seconds / 60)
-        history = read_metrics(self.directory, start_step) if self.is_chief else []
-        if self.is_chief:
-            # Drop records of steps after the checkpoint: they are recomputed below.
-            write_metrics(self.directory, history)
+            logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(), budget.seconds / 60)
+        log = StepLog(self.directory, start_step, self.is_chief, budget, train_steps, config.progress_bar,
+                      config.log_every)
         dist_dataset = distributed_dataset(self)
         self.make_step_functions(dist_dataset.element_spec)
         iterator = iter(dist_dataset)
         step = start_step
         consumed = int(self.consumed_var.numpy())
         last_saved_step = start_step if start_step else None
-        last_save_time = time.monotonic()
+        self.last_save_time = time.monotonic()
         validation = None
-        metrics_file = (self.directory / METRICS_FILE).open("a", encoding="utf-8") \
-            if self.is_chief else None
-        # Under a time budget the bar counts minutes: the number of steps is not known.
-        bar = tqdm(total=round(budget.seconds / 60, 1) if budget.seconds else train_steps,
-                   initial=round(budget.spent() / 60, 1) if budget.seconds else step,
-                   unit="min" if budget.seconds else "step", desc="train",
-                   disable=not (config.progress_bar and self.is_chief), dynamic_ncols=True)
         out_of_time = self.any_worker_raised(budget.out_of_time())
         try:
             while step < train_steps and not out_of_time:
                 tick = time.perf_counter()
-                totals = np.zeros(5, dtype=np.float64)
-                batches = 0
-                while True:
-                    totals += self.accumulate(next(iterator)).numpy()
-                    batches += 1
-                    if self.step_complete(batches, totals[1]):
-                        break
-                    if batches > 10_000:
-                        raise RuntimeError("10000 batches without reaching tokens_per_step: "
-                                           "are the batches empty?")
+                totals, batches = self._accumulate_step(iterator)
                 consumed += batches
                 loss_sum, tokens, correct, nonfinite, sentences = (float(x) for x in totals)
                 next_step = step + 1
                 loss = loss_sum / tokens if tokens else float("nan")
                 if not math.isfinite(loss):
-                    raise TrainingDivergedError(next_step, f"the loss is {loss}",
-                                                latest(self))
+                    raise TrainingDivergedError(next_step, f"the loss is {loss}", latest(self))
                 if nonfinite:
                     if not self.float16:
-                        raise TrainingDivergedError(next_step, "a gradient is NaN or infinite",
-                                                    latest(self))
+                        raise TrainingDivergedError(next_step, "a gradient is NaN or infinite", latest(self))
                     shrink_loss_scale(self, next_step)
                     self.reset()
                     continue
-                if self.plan["decay_fraction"]:
+                if plan.decay_fraction:
                     self._set_progress(budget.progress(step))
                 # The rate this update uses: the schedule at the iterations done so far.
                 learning_rate = float(self.optimizer.learning_rate.numpy())
                 self.apply(tf.constant(tokens, tf.float32))
+                budget.step_done()
                 step = next_step
                 self.step_var.assign(step)
                 self.consumed_var.assign(consumed)
                 if self.float16:
                     grow_loss_scale(self)
                 seconds = time.perf_counter() - tick
-                record = {
-                    "step": step,
-                    "loss": loss,
-                    "token_accuracy": correct / tokens,
-                    "learning_rate": learning_rate,
-                    "tokens": int(tokens),
-                    "sentences": int(sentences),
-                    "batches": batches,
-                    "step_seconds": seconds,
-                    "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
-                }
+                record = {"step": step, "loss": loss, "token_accuracy": correct / tokens,
+                          "learning_rate": learning_rate, "tokens": int(tokens), "sentences": int(sentences),
+                          "batches": batches, "step_seconds": seconds,
+                          "tokens_per_second": tokens / seconds if seconds > 0 else 0.0}
                 if self.float16:
                     record["loss_scale"] = float(self.loss_scale.numpy())
                 if (self.validation_data is not None and config.validate_every_steps
-                        and step % config.validate_every_steps == 0 and step < train_steps
-                        and self.is_chief):
+                        and step % config.validate_every_steps == 0 and step < train_steps and self.is_chief):
                     with budget.pause():
                         validation = self._validate()
                     record.update({f"val_{k}": v for k, v in validation.items()})
-                if self.is_chief:
-                    # Before the checkpoint: a kill in between leaves a record newer than the
-                    # newest checkpoint, which the resumed run drops and recomputes.
-                    history.append(record)
-                    metrics_file.write(json.dumps(record) + "\n")
-                    metrics_file.flush()
-                due = bool(config.checkpoint_every_steps
-                           and step % config.checkpoint_every_steps == 0)
-                if config.checkpoint_every_minutes:
-                    late = (time.monotonic() - last_save_time
-                            >= config.checkpoint_every_minutes * 60)
-                    due = due or self.any_worker_raised(late)
-                if budget.seconds:
-                    # In the averaging window only its marks save: the newest k checkpoints are
-                    # then evenly spread over it.
-                    in_window = self.any_worker_raised(budget.in_window(step))
-                    due = self.any_worker_raised(budget.averaging_checkpoint_due(step)) or (due and not in_window)
-                    out_of_time = self.any_worker_raised(budget.out_of_time())
+                log.record(record)
+                due, out_of_time = self._save_due(step, budget)
                 if due or step == train_steps or out_of_time:
-                    self.seconds_var.assign(budget.spent())
-                    save(self, step)
-                    last_saved_step, last_save_time = step, time.monotonic()
-                if self.is_chief:
-                    bar.set_postfix({"loss": f"{loss:.3f}",
-                                     "tok/s": f"{record['tokens_per_second']:.0f}",
-                                     "lr": f"{record['learning_rate']:.2e}"}, refresh=False)
-                    if budget.seconds:
-                        bar.n = min(round(budget.spent() / 60, 1), bar.total)  # no float drift
-                        bar.set_description(f"train step {step}", refresh=False)
-                    bar.update(0 if budget.seconds else 1)
-                    if config.log_every and step % config.log_every == 0:
-                        logger.info("step %d/%d loss %.4f acc %.3f lr %.3e tokens %d "
-                                    "(%d batches) %.0f tok/s", step, train_steps, loss,
-                                    record["token_accuracy"], record["learning_rate"],
-                                    record["tokens"], batches, record["tokens_per_second"])
-                    if self.on_step is not None:
-                        self.on_step(step, dict(record))
+                    self._save(step, budget)
+                    last_saved_step = step
+                log.show(record)
+                if self.is_chief and self.on_step is not None:
+                    self.on_step(step, dict(record))
             if last_saved_step != step:
                 # A run that was already finished (or resumed at its end) still leaves its
                 # final state in a checkpoint.
-                self.seconds_var.assign(budget.spent())
-                save(self, step)
+                self._save(step, budget)
         finally:
-            bar.close()
-            if metrics_file is not None:
-                metrics_file.close()
+            log.close()
         if self.validation_data is not None and self.is_chief:
             validation = self._validate()
-            if history and history[-1]["step"] == step:
-                history[-1].update({f"val_{k}": v for k, v in validation.items()})
-                write_metrics(self.directory, history)
+            log.add_final_validation(step, validation)
         checkpoints = list(self.manager.checkpoints) if self.is_chief else []
         return TrainResult(
             final_step=step,
@@ -289,12 +202,43 @@ class _Trainer:
             optimizer_steps=int(self.optimizer.iterations.numpy()),
             checkpoint_dir=self.directory,
             checkpoints=checkpoints,
-            history=history,
+            history=log.history,
             validation=validation,
             model=self.model,
             elapsed_seconds=time.monotonic() - started,
             train_seconds=float(self.seconds_var.numpy()),
         )
+
+    def _accumulate_step(self, iterator) -> tuple[np.ndarray, int]:
+        """Runs batches until the step's token budget is reached: the global sums and the batch count."""
+        totals = np.zeros(5, dtype=np.float64)
+        batches = 0
+        while True:
+            totals += self.accumulate(next(iterator)).numpy()
+            batches += 1
+            if self.step_complete(batches, totals[1]):
+                return totals, batches
+            if batches > 10_000:
+                raise RuntimeError("10000 batches without reaching tokens_per_step: are the batches empty?")
+
+    def _save_due(self, step: int, budget: TrainingBudget) -> tuple[bool, bool]:
+        """Whether step ``step`` saves a checkpoint, and whether the budget is spent (all workers agree)."""
+        config = self.config
+        due = bool(config.checkpoint_every_steps and step % config.checkpoint_every_steps == 0)
+        if config.checkpoint_every_minutes:
+            late = time.monotonic() - self.last_save_time >= config.checkpoint_every_minutes * 60
+            due = due or self.any_worker_raised(late)
+        if not budget.seconds:
+            return due, False
+        # In the averaging window only its marks save: the newest k checkpoints are then evenly spread over it.
+        in_window = self.any_worker_raised(budget.in_window(step))
+        due = self.any_worker_raised(budget.averaging_checkpoint_due(step)) or (due and not in_window)
+        return due, self.any_worker_raised(budget.out_of_time())
+
+    def _save(self, step: int, budget: TrainingBudget) -> None:
+        self.seconds_var.assign(budget.spent())
+        save(self, step)
+        self.last_save_time = time.monotonic()
 
     # ---------------------------------------------------------------- helpers
 
@@ -306,7 +250,7 @@ class _Trainer:
         self.optimizer._learning_rate.progress.assign(progress)
 
     def _validate(self) -> dict[str, float]:
-        result = validation_loss(self.model, self.validation_data, self.plan["label_smoothing"],
+        result = validation_loss(self.model, self.validation_data, self.plan.label_smoothing,
                           self.config.validation_max_batches)
         logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
                     int(self.step_var.numpy()), result["loss"], result["nll"],

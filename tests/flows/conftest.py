@@ -17,7 +17,8 @@ def prefect_server():
     """A real, temporary Prefect API and database for this module, stopped when it ends."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness():
+    # As the flows do (flows/__init__.py): a busy machine can take well over 30 s to start it.
+    with prefect_test_harness(server_startup_timeout=120):
         yield
 
 

@@ -191,3 +191,6 @@ def test_the_train_stage_gets_a_time_limit_from_its_budget(tmp_path):
     config = load_translation_config(write_config(tmp_path, train_minutes=60))
     assert train_timeout(config.train) == 60 * 60 * 1.5 + 1800
     assert train_timeout(load_translation_config(write_config(tmp_path, train_minutes=0)).train) is None
+    # A budget counted in steps bounds the steps, not how long a busy machine takes for them.
+    counted = load_translation_config(write_config(tmp_path, train_minutes=60), {"train": {"seconds_per_step": 0.7}})
+    assert train_timeout(counted.train) is None

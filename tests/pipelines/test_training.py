@@ -7,6 +7,7 @@ sentence pairs through the real input pipeline (``ddtp_corpus`` and ``tokenizer`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -119,16 +120,18 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
     config = TrainConfig(preset="base")
     resolved = config.resolved()
     recipe = get_preset("base").training
-    assert resolved["train_steps"] == recipe.train_steps == 100000
-    assert resolved["tokens_per_step"] == recipe.tokens_per_batch == 25000
-    assert resolved["label_smoothing"] == 0.1 and resolved["warmup_steps"] == 4000
-    assert (resolved["adam_beta_1"], resolved["adam_beta_2"], resolved["adam_epsilon"]) == (
-        0.9, 0.98, 1e-9)
-    assert resolved["keep_checkpoints"] >= get_preset("base").training.checkpoints_to_average
-    assert resolved["learning_rate_scale"] == 1.0
-    assert TrainConfig(preset="cpu-small").resolved()["learning_rate_scale"] == 0.48
-    assert TrainConfig(preset="cpu-small", learning_rate_scale=0.5).resolved()[
-        "learning_rate_scale"] == 0.5
+    # The plan is the preset's recipe, typed and frozen, with the stage's settings applied.
+    assert resolved == recipe
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.warmup_steps = 1
+    assert resolved.train_steps == 100000 and resolved.tokens_per_batch == 25000
+    assert resolved.label_smoothing == 0.1 and resolved.warmup_steps == 4000
+    assert (resolved.adam_beta_1, resolved.adam_beta_2, resolved.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert config.checkpoints_kept() >= recipe.checkpoints_to_average
+    assert resolved.learning_rate_scale == 1.0
+    assert TrainConfig(preset="cpu-small").resolved().learning_rate_scale == 0.48
+    changed = TrainConfig(preset="cpu-small", learning_rate_scale=0.5, tokens_per_step=512, warmup_steps=7).resolved()
+    assert (changed.learning_rate_scale, changed.tokens_per_batch, changed.warmup_steps) == (0.5, 512, 7)
     with pytest.raises(ConfigError, match="keep_checkpoints.*averages the last 20"):
         TrainConfig(preset="big", keep_checkpoints=5)
     with pytest.raises(ConfigError, match="unknown model setting"):

@@ -58,6 +58,20 @@ def test_resumed_budget_keeps_spent_time_and_skips_passed_marks():
     assert TrainingBudget(1000, None, 5, 0.1).marks == []
 
 
+def test_budget_counted_in_steps_ignores_the_clock():
+    clock = FakeClock()
+    budget = TrainingBudget(1000, 1.0, 3, 0.5, spent_seconds=6.0, clock=clock, seconds_per_step=2.0)
+    clock.now += 500                                    # a busy machine: the wall clock runs on
+    assert budget.spent() == pytest.approx(6.0) and not budget.out_of_time()
+    for _ in range(12):
+        budget.step_done()
+    assert budget.spent() == pytest.approx(30.0)        # 6 + 12 steps of 2 s: half the budget
+    assert budget.averaging_checkpoint_due(step=12) and budget.marks == pytest.approx([0.75])
+    for _ in range(15):
+        budget.step_done()
+    assert budget.out_of_time()
+
+
 def test_budget_settings_are_checked():
     with pytest.raises(ConfigError, match="train_minutes"):
         TrainConfig(train_minutes=-1)
@@ -65,8 +79,11 @@ def test_budget_settings_are_checked():
         TrainConfig(train_minutes="ten")
     with pytest.raises(ConfigError, match="average_window"):
         TrainConfig(average_window=0)
-    assert TrainConfig(train_minutes=0).resolved()["train_minutes"] is None
-    assert TrainConfig(train_minutes=2.5).resolved()["train_minutes"] == 2.5
+    for bad in (0, -1.0, "fast", True):
+        with pytest.raises(ConfigError, match="seconds_per_step"):
+            TrainConfig(seconds_per_step=bad)
+    assert TrainConfig(train_minutes=0).resolved().train_minutes is None
+    assert TrainConfig(train_minutes=2.5).resolved().train_minutes == 2.5
 
 
 def test_linear_decay_tail_follows_the_progress_it_is_given():
@@ -92,7 +109,8 @@ def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, tra
     config = tiny_config(tmp_path, train_steps=1_000_000, train_minutes=budget / 60,
                          average_window=0.5, checkpoint_every_steps=3, decay_fraction=0.5)
     result = train(config, train_dataset_fn(), tokenizer.vocab_size)
-    assert budget <= result.train_seconds < budget + 2.0
+    # The budget is looked at after every step: it overruns by at most the last step (and its save).
+    assert budget <= result.train_seconds < budget + result.history[-1]["step_seconds"] + 1.0
     assert result.final_step > 3
     assert result.latest_checkpoint.endswith(f"ckpt-{result.final_step}")
     # demo averages 3 checkpoints: marks at 50% and 75% of the budget, the last at its end.
@@ -104,12 +122,29 @@ def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, tra
     # The rate fell linearly to (nearly) zero over the last half of the budget.
     plan = config.resolved()
     factors = [record["learning_rate"] / float(TransformerSchedule(
-        TINY_MODEL["d_model"], plan["warmup_steps"], plan["learning_rate_scale"])(record["step"] - 1))
+        TINY_MODEL["d_model"], plan.warmup_steps, plan.learning_rate_scale)(record["step"] - 1))
         for record in result.history]
     assert factors[1] > 0.5 and factors[-1] < 0.1  # step 2 comes after ~2 s of tracing
     assert factors == sorted(factors, reverse=True)
     # Steps under the budget are not limited by train_steps: the history is all there.
     assert [r["step"] for r in result.history] == list(range(1, result.final_step + 1))
+
+
+@pytest.mark.slow
+def test_a_budget_counted_in_steps_trains_the_same_steps_and_resumes_them(tmp_path, train_dataset_fn, tokenizer):
+    # 0.6 s a step, 9 s: 15 steps, whatever this machine's speed; averaging marks at 50% and 75%.
+    settings = dict(train_steps=1_000_000, train_minutes=9 / 60, seconds_per_step=0.6, average_window=0.5,
+                    checkpoint_every_steps=None)
+    first = train(tiny_config(tmp_path / "a", **settings), train_dataset_fn(), tokenizer.vocab_size)
+    assert first.final_step == 15 and first.train_seconds == pytest.approx(9.0)
+    assert [checkpoint_seconds(c) for c in first.checkpoints[-3:]] == pytest.approx([4.8, 7.2, 9.0])
+    # Stopped after 4 steps by the step cap, then resumed: the same 15 steps in all.
+    part = train(tiny_config(tmp_path / "b", **{**settings, "train_steps": 4}), train_dataset_fn(),
+                 tokenizer.vocab_size)
+    assert part.final_step == 4 and part.train_seconds == pytest.approx(2.4)
+    rest = train(tiny_config(tmp_path / "b", **settings), train_dataset_fn(), tokenizer.vocab_size)
+    assert rest.start_step == 4 and rest.final_step == 15 and rest.train_seconds == pytest.approx(9.0)
+    assert [r["loss"] for r in rest.history] == pytest.approx([r["loss"] for r in first.history], rel=1e-4)
 
 
 @pytest.mark.slow
@@ -123,7 +158,7 @@ def test_a_resumed_run_spends_only_the_rest_of_its_budget(tmp_path, train_datase
                    train_dataset_fn(), tokenizer.vocab_size)
     assert second.start_step == 2 and second.final_step > 2
     # The clock went on from the first run's seconds: the total is the budget, not budget + first.
-    assert budget <= second.train_seconds < budget + 2.0
+    assert budget <= second.train_seconds < budget + second.history[-1]["step_seconds"] + 1.0
     # Once spent, a rerun trains nothing and keeps the final checkpoint.
     third = train(tiny_config(tmp_path, train_steps=1_000_000, train_minutes=minutes),
                   train_dataset_fn(), tokenizer.vocab_size)

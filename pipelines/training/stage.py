@@ -1,0 +1,60 @@
+"""The training stage on a prepared corpus: batches, vocabulary checks, then :func:`train`.
+
+What the command line (:mod:`pipelines.training.cli`), the pipeline flow and the recipe search's
+step-time calibration share: the token-bucketed batches of the corpus' train split (one input
+pipeline per worker), the validation batches, the check that the model's vocabulary sizes and
+special ids are the tokenizers', and the vocabulary record that ties checkpoints to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from keras_transformer.presets import get_preset
+from pipelines.corpus import Corpus
+from pipelines.input_pipeline import InputConfig, make_dataset
+from pipelines.tokenization import vocabulary_record
+from pipelines.training.config import TrainConfig, TrainResult
+from pipelines.training.trainer import train
+
+
+def train_on_corpus(
+    corpus: Corpus,
+    tokenizers: tuple[Any, Any],
+    input_config: InputConfig,
+    config: TrainConfig,
+    *,
+    validation_split: str | None = "validation",
+    strategy: tf.distribute.Strategy | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Trains (or resumes) ``config``'s model on ``corpus`` tokenized by ``(source, target)``.
+
+    One shared tokenizer is passed as ``(tokenizer, tokenizer)``. Raises ``ValueError`` before
+    any training if the tokenizers' sizes or special ids are not the model's.
+    """
+    source, target = tokenizers
+    shared = source is target
+    # The model's special ids come from its config, the batches' from the tokenizers: one check.
+    model_config = get_preset(config.preset).model_config(
+        **{**config.model, "source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
+           "vocab_size": source.vocab_size if shared else None})
+    model_config.check_tokenizer(source, "source")
+    model_config.check_tokenizer(target, "target")
+    vocab_size, vocabulary = vocabulary_record(source, target)
+    pair = source if shared else (source, target)
+
+    def train_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        dataset = make_dataset(corpus, "train", pair, input_config, training=True)
+        if context.num_input_pipelines > 1:
+            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return dataset
+
+    validation = None
+    if validation_split:
+        validation = make_dataset(corpus, validation_split, pair, input_config, training=False)
+    return train(config, train_fn, vocab_size, validation_data=validation, vocabulary=vocabulary,
+                 strategy=strategy, on_step=on_step)
