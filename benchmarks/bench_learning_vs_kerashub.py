@@ -30,6 +30,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras
 import numpy as np
 import tensorflow as tf
+from kerashub_peer import fixed_batches, kerashub_model, matmul_peak, step_flops, tokenized_rows
 
 from keras_transformer import Transformer
 
@@ -39,75 +40,6 @@ VARIANTS = {
     "untied": {"tie_output_embeddings": False},
     "learned": {"positional_encoding": "learned", "max_length": 128},
 }
-
-
-def kerashub_model(vocab, d_model, heads, ffn, layers, dropout, max_len):
-    import keras_hub
-
-    source = keras.Input((None,), dtype="int32")
-    target = keras.Input((None,), dtype="int32")
-    x = keras_hub.layers.TokenAndPositionEmbedding(vocab, max_len, d_model)(source)
-    for _ in range(layers):
-        x = keras_hub.layers.TransformerEncoder(ffn, heads, dropout=dropout)(
-            x, padding_mask=keras.ops.not_equal(source, 0))
-    y = keras_hub.layers.TokenAndPositionEmbedding(vocab, max_len, d_model)(target)
-    for _ in range(layers):
-        y = keras_hub.layers.TransformerDecoder(ffn, heads, dropout=dropout)(
-            decoder_sequence=y, encoder_sequence=x, decoder_padding_mask=keras.ops.not_equal(target, 0),
-            encoder_padding_mask=keras.ops.not_equal(source, 0))
-    y = keras.layers.Dropout(dropout)(y)
-    return keras.Model([source, target], keras.layers.Dense(vocab)(y), name="kerashub")
-
-
-def step_flops(batch, length, vocab, d_model, ffn, layers):
-    """Matmul FLOPs of one training step (forward + backward = 3x forward) on padded batches.
-
-    Per token, each weight does a multiply-add (2 FLOPs) forward; attention adds QK^T and AV.
-    Both models have the same matmuls (keras-hub's untied output layer costs what the tied one does).
-    """
-    tokens = batch * length
-    encoder = layers * (4 * d_model**2 + 2 * d_model * ffn) * tokens
-    decoder = layers * (8 * d_model**2 + 2 * d_model * ffn) * tokens
-    output = d_model * vocab * tokens
-    attention = 3 * layers * 2 * batch * length * length * d_model  # enc self, dec self, cross
-    return 3 * 2 * (encoder + decoder + output + attention)
-
-
-def matmul_peak(size=2048, repeats=10) -> float:
-    """FLOP/s of one float32 ``size``^3 matmul per call, the best of ``repeats``."""
-    a = tf.random.normal((size, size))
-    b = tf.random.normal((size, size))
-    matmul = tf.function(lambda x, y: tf.matmul(x, y))
-    matmul(a, b).numpy()
-    best = min(_timed(lambda: matmul(a, b).numpy()) for _ in range(repeats))
-    return 2 * size**3 / best
-
-
-def _timed(fn) -> float:
-    tick = time.perf_counter()
-    fn()
-    return time.perf_counter() - tick
-
-
-def fixed_batches(corpus, split, tokenizer, batch, length, limit=None):
-    """keras.io style: every pair padded to ``length`` tokens, longer pairs dropped."""
-    pairs = list(corpus.pairs(split))
-    src = tokenizer.tokenize([s for s, _ in pairs]).to_list()
-    tgt = tokenizer.tokenize([t for _, t in pairs]).to_list()
-    rows = [(s + [tokenizer.eos_id], [tokenizer.bos_id] + t, t + [tokenizer.eos_id])
-            for s, t in zip(src, tgt) if len(s) < length and len(t) < length]
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(rows)) if split == "train" else np.arange(len(rows))
-    out = []
-    for start in range(0, len(order) - batch + 1, batch):
-        arrays = np.zeros((3, batch, length), np.int32)
-        for i, j in enumerate(order[start:start + batch]):
-            for k in range(3):
-                arrays[k, i, :len(rows[j][k])] = rows[j][k]
-        out.append(tuple(tf.constant(a) for a in arrays))
-        if limit and len(out) >= limit:
-            break
-    return out
 
 
 def step_functions(model, learning_rate):
@@ -121,14 +53,14 @@ def step_functions(model, learning_rate):
     @tf.function(reduce_retracing=True)
     def train_step(source, target_in, target_out):
         with tf.GradientTape() as tape:
-            loss = token_loss(target_out, model([source, target_in], training=True))
+            loss = token_loss(target_out, model({"source_ids": source, "target_ids": target_in}, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
     @tf.function(reduce_retracing=True)
     def eval_step(source, target_in, target_out):
-        return token_loss(target_out, model([source, target_in], training=False))
+        return token_loss(target_out, model({"source_ids": source, "target_ids": target_in}, training=False))
 
     return train_step, eval_step
 
@@ -163,8 +95,9 @@ def main(argv=None) -> int:
     model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
                                                    args.work_dir / "tokenizer")
     tokenizer = load_tokenizers(str(model_path))[0]
-    train = fixed_batches(corpus, "train", tokenizer, args.batch, args.length, limit=args.steps)
-    validation = fixed_batches(corpus, "validation", tokenizer, args.batch, args.length, limit=10)
+    train = fixed_batches(tokenized_rows(corpus, "train", tokenizer), args.batch, args.length, limit=args.steps)
+    validation = fixed_batches(tokenized_rows(corpus, "validation", tokenizer), args.batch, args.length, limit=10,
+                               shuffle=False)
     vocab = tokenizer.vocab_size
 
     arch = dict(num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, d_ff=args.ffn,
@@ -177,7 +110,7 @@ def main(argv=None) -> int:
         models[f"ours-{name}"] = Transformer(vocab_size=vocab, **arch, **VARIANTS[name])
     runs = {}
     for name, model in models.items():
-        model([train[0][0], train[0][1]])
+        model({"source_ids": train[0][0], "target_ids": train[0][1]})
         train_step, eval_step = step_functions(model, args.learning_rate)
         train_step(*train[0])  # trace outside the clock (also the first update, for all alike)
         runs[name] = {"train": train_step, "eval": eval_step, "params": model.count_params(),

@@ -42,6 +42,34 @@ def test_learning_benchmark_compares_both_models_on_identical_batches(ddtp_corpu
 
 
 @pytest.mark.slow
+def test_training_benchmark_times_every_variant_in_both_modes(ddtp_corpus, tokenizer_model, tmp_path):
+    report = run_json(REPO / "benchmarks" / "bench_training_vs_kerashub.py", "--steps", 2, "--warmup", 1,
+                      "--d-model", 32, "--ffn", 64, "--layers", 1, "--heads", 2, "--batch", 8,
+                      "--tokens-per-step", 512, "--corpus-dir", ddtp_corpus.directory,
+                      "--tokenizer", tokenizer_model, "--work-dir", tmp_path)
+    identical = report["identical"]["variants"]
+    assert set(identical) == {"kerashub-fit", "ours-fit", "ours-trainer"}
+    assert identical["kerashub-fit"]["speed_vs_kerashub_fit"] == 1.0
+    for entry in identical.values():
+        assert entry["seconds_per_step"] > 0 and 0 < entry["mfu"] < 1
+    natural = report["natural"]["variants"]
+    # keras.io batches pad every sentence to 64 tokens; token buckets pad little.
+    assert natural["kerashub-fit"]["target_padding"] > 0.3 > natural["ours-trainer"]["target_padding"]
+    assert natural["ours-trainer"]["real_target_tokens_per_step"] > 0
+    assert report["natural"]["real_tokens_ratio"] > 0
+
+
+def test_decoding_benchmark_gives_both_searches_the_same_work():
+    report = run_json(REPO / "benchmarks" / "bench_decoding_vs_kerashub.py", "--vocab-size", 300, "--d-model", 32,
+                      "--ffn", 64, "--layers", 1, "--heads", 2, "--sentences", 4, "--beam-sentences", 2,
+                      "--source-tokens", 5, "--output-tokens", 8, "--repeats", 1)
+    for search in ("greedy", "beam4"):
+        entry = report[search]
+        assert entry["output_tokens"] == {"kerashub": 8, "ours": 8}
+        assert entry["ours"]["seconds_per_batch"] > 0 and entry["ours_speedup"] > 0
+
+
+@pytest.mark.slow
 def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     search = {
         "config": "configs/translation/demo.yaml",
