@@ -236,6 +236,7 @@ class Transformer(keras.Model):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        logits_mask=None,
     ):
         """The decoder stack and the pre-softmax projection: float32 logits.
 
@@ -246,6 +247,9 @@ class Transformer(keras.Model):
             encoder_padding_mask: ``padding_mask(source_ids)``.
             cache, cache_index: from ``init_cache``; ``target_ids`` holds positions
                 ``cache_index ...`` and attends to all earlier positions through the cache.
+            logits_mask: boolean ``[batch, length]``: logits only where it is ``True``, as
+                ``[positions, vocab]`` in row-major order. Training needs none at padding, and the
+                projection onto the vocabulary is a step's largest matmul at small ``d_model``.
 
         Returns ``logits``, then the updated cache if one was given, then (with
         ``return_attention_scores``) a list of per-layer ``{"self": ..., "cross": ...}``.
@@ -278,6 +282,9 @@ class Transformer(keras.Model):
                 x, layer_cache, weights = outputs
                 new_self_caches.append(layer_cache)
             scores.append(weights)
+        if logits_mask is not None:
+            positions = ops.nonzero(ops.reshape(logits_mask, (-1,)))[0]
+            x = ops.take(ops.reshape(x, (-1, self.config.d_model)), positions, axis=0)
         if self.output_projection is not None:
             logits = self.output_projection(x)
         else:

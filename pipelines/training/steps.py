@@ -27,8 +27,13 @@ def build_step_functions(trainer, element_spec) -> None:
 
     def forward_backward(source, target_in, target_out, scale):
         with tf.GradientTape() as tape:
-            logits = model((source, target_in), training=True)
-            losses, mask = label_smoothed_nll(target_out, logits, eps, pad_id)
+            # Logits at the real target tokens only: padding needs no projection onto the vocabulary.
+            real = tf.not_equal(target_out, pad_id)
+            encoded = model.encode(source, training=True)
+            logits = model.decode(target_in, encoded, model.padding_mask(source), training=True,
+                                  logits_mask=real)
+            labels = tf.boolean_mask(target_out, real)
+            losses, mask = label_smoothed_nll(labels, logits, eps, pad_id)
             loss_sum = tf.reduce_sum(losses)
             scaled = loss_sum * (scale / norm)
         grads = tape.gradient(scaled, trainable)
@@ -36,7 +41,7 @@ def build_step_functions(trainer, element_spec) -> None:
                  for g, v in zip(grads, trainable)]
         finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g))
                                          for g in grads]))
-        correct = tf.reduce_sum(correct_tokens(target_out, logits, mask))
+        correct = tf.reduce_sum(correct_tokens(labels, logits, mask))
         return loss_sum, tf.reduce_sum(mask), correct, finite, grads
 
     if trainer.config.jit_compile:

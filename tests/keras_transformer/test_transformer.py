@@ -82,6 +82,19 @@ def test_encode_and_decode_compose_to_call(model):
     assert dec_scores[1]["cross"].shape == (2, 4, 4, 6) and dec_scores[1]["self"].shape == (2, 4, 4, 4)
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_logits_mask_gives_the_logits_of_the_chosen_positions_in_order(tied):
+    model = Transformer(vocab_size=VOCAB, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                        tie_output_embeddings=tied)
+    source, target = _ids((3, 6), 14), _ids((3, 5), 15)
+    chosen = np.random.default_rng(16).random((3, 5)) < 0.6
+    encoded = model.encode(source)
+    full = np.asarray(model.decode(target, encoded, model.padding_mask(source)))
+    some = np.asarray(model.decode(target, encoded, model.padding_mask(source), logits_mask=chosen))
+    assert some.shape == (chosen.sum(), VOCAB) and some.dtype == np.float32
+    np.testing.assert_allclose(some, full[chosen], atol=1e-6)
+
+
 def test_cached_decoding_gives_the_full_decoder_logits(model):
     source, target = _ids((3, 7), 14), _ids((3, 9), 15)
     source[1, 4:] = 0
