@@ -30,7 +30,16 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras
 import numpy as np
 import tensorflow as tf
-from kerashub_peer import fixed_batches, kerashub_model, matmul_peak, step_flops, tokenized_rows
+from kerashub_peer import (
+    add_data_arguments,
+    add_model_arguments,
+    corpus_and_tokenizer,
+    fixed_batches,
+    kerashub_model,
+    matmul_peak,
+    step_flops,
+    tokenized_rows,
+)
 
 from keras_transformer import Transformer
 
@@ -69,32 +78,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--variants", default="tied", help=f"ours: comma list of {sorted(VARIANTS)}")
-    parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--ffn", type=int, default=1024)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    add_model_arguments(parser)
     parser.add_argument("--eval-every", type=int, default=50)
-    parser.add_argument("--work-dir", type=Path, default=Path("runs/bench-learning"))
-    parser.add_argument("--corpus-dir", type=Path, help="a prepared corpus (default: the bundled DDTP En-De)")
-    parser.add_argument("--tokenizer", type=Path, help="a SentencePiece model (default: trained here)")
+    add_data_arguments(parser, "runs/bench-learning")
     parser.add_argument("--plot", type=Path, help="PNG path (default: <work-dir>/learning.png)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    from pipelines.corpus import Corpus
-    from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
-    from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
-
-    corpus = Corpus.load(args.corpus_dir or prepare_corpus(SourceConfig(
-        source="ddtp", language_pair="en-de", output_dir=str(args.work_dir / "data"))))
-    model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
-                                                   args.work_dir / "tokenizer")
-    tokenizer = load_tokenizers(str(model_path))[0]
+    corpus, tokenizer = corpus_and_tokenizer(args)
     train = fixed_batches(tokenized_rows(corpus, "train", tokenizer), args.batch, args.length, limit=args.steps)
     validation = fixed_batches(tokenized_rows(corpus, "validation", tokenizer), args.batch, args.length, limit=10,
                                shuffle=False)

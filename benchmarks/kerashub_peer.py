@@ -98,3 +98,38 @@ def fixed_batches(rows, batch, length, limit=None, shuffle=True):
         if limit and len(out) >= limit:
             break
     return out
+
+
+def add_model_arguments(parser) -> None:
+    """The shape both models get (cpu-small's by default) and keras.io's batches and Adam rate."""
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=1024)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--batch", type=int, default=64, help="sentences per keras.io batch")
+    parser.add_argument("--length", type=int, default=64, help="tokens every keras.io sentence is padded to")
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
+
+
+def add_data_arguments(parser, work_dir: str) -> None:
+    """The corpus and vocabulary options both training benchmarks take."""
+    from pathlib import Path
+
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--work-dir", type=Path, default=Path(work_dir))
+    parser.add_argument("--corpus-dir", type=Path, help="a prepared corpus (default: the bundled DDTP En-De)")
+    parser.add_argument("--tokenizer", type=Path, help="a SentencePiece model (default: trained here)")
+
+
+def corpus_and_tokenizer(args):
+    """The bundled DDTP En-De corpus (or ``--corpus-dir``) and a shared SentencePiece model on it."""
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
+    from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
+
+    corpus = Corpus.load(args.corpus_dir or prepare_corpus(SourceConfig(
+        source="ddtp", language_pair="en-de", output_dir=str(args.work_dir / "data"))))
+    model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
+                                                   args.work_dir / "tokenizer")
+    return corpus, load_tokenizers(str(model_path))[0]
