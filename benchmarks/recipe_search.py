@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ from typing import Any
 import yaml
 
 logger = logging.getLogger("recipe_search")
+# The calibration trains outside any flow run: its stage loggers have no Prefect run to write to.
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 
 REPO = Path(__file__).resolve().parents[1]
 #: The scores a record keeps, of those the task reports.

@@ -100,6 +100,10 @@ def exclusive(run_dir: Path) -> Iterator[None]:
         lock.close()  # closing releases the lock
 
 
+#: The name of the Crashed state given to a flow run whose work the next run resumes.
+SUPERSEDED = "Crashed, resumed"
+
+
 def mark_crashed(flow_run_id: str | None, current_flow_run_id: str | None) -> bool:
     """Marks a Prefect flow run Crashed if it still shows as running though its process is gone.
 
@@ -116,9 +120,12 @@ def mark_crashed(flow_run_id: str | None, current_flow_run_id: str | None) -> bo
             run = client.read_flow_run(flow_run_id)
             if run.state is None or not (run.state.is_running() or run.state.is_pending()):
                 return False
+            # A Crashed state under another name: Prefect names the event after the state
+            # (prefect.flow-run.<name>), so the retrain deployment's crash trigger does not start
+            # yet another run for work that the run calling this is about to resume.
             client.set_flow_run_state(
-                flow_run_id, Crashed(message="its process ended without reporting (found by the next run "
-                                             "of the same run_dir)"), force=True)
+                flow_run_id, Crashed(name=SUPERSEDED, message="its process ended without reporting; the next "
+                                     "run of the same run_dir resumes its work"), force=True)
     except Exception as err:  # noqa: BLE001  (a state we cannot read is not ours to fix)
         logger.info("could not check flow run %s: %s", flow_run_id, err)
         return False
