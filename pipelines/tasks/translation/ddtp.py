@@ -1,18 +1,8 @@
 """Builder of the bundled En-De / En-Fr corpora from Debian's description translations (DDTP).
 
 Input: the Debian archive's ``dists/<suite>/main/i18n/Translation-<lang>`` index files (plain,
-``.xz``, ``.bz2`` or ``.gz``), RFC-822 style records of the Debian Description Translation
-Project::
-
-    Package: 0ad
-    Description-md5: d943033bedada21853d2ae54a2578a7b
-    Description-de: <one-line summary>
-     <long description, wrapped lines starting with a space>
-     .
-     <next paragraph>
-
-The same ``Description-md5`` in two languages means the same English original. The builder joins
-the English file with the other language on it, pairs summary with summary and paragraph ``i``
+``.xz``, ``.bz2`` or ``.gz``; read by :mod:`pipelines.tasks.translation.ddtp_files`).
+The builder joins the English file with the other language on it, pairs summary with summary and paragraph ``i``
 with paragraph ``i`` (descriptions whose paragraph counts differ are skipped), cleans the pairs
 (:mod:`pipelines.tasks.translation.cleaning`), and splits them deterministically by a hash of the English sentence,
 so that no English sentence occurs in two splits. The output is the layout of
@@ -37,24 +27,26 @@ import json
 import logging
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from pipelines.corpus import (
     MANIFEST,
     SPLITS,
     Corpus,
-    require_network,
     sha256_file,
     write_corpus,
 )
 from pipelines.tasks.translation.cleaning import CleaningConfig, clean_pairs, log_counts
-from pipelines.textfiles import DataError, read_lines
+from pipelines.tasks.translation.ddtp_files import (  # noqa: F401  (part of this module's API)
+    Description,
+    align_descriptions,
+    fetch_translation_files,
+    find_translation_file,
+    parse_translation_file,
+)
+from pipelines.textfiles import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +54,6 @@ logger = logging.getLogger(__name__)
 SHIPPED_DIR = Path(__file__).resolve().parent / "corpora" / "ddtp"
 SHIPPED_PAIRS = ("en-de", "en-fr")
 DEFAULT_SUITE = "bookworm"
-COMPRESSED_SUFFIXES = (".xz", ".bz2", ".gz", "")
 #: Salt of the split hash; changing it reshuffles every split, so it is versioned.
 SPLIT_SALT = "ddtp-split-v1"
 
@@ -88,106 +79,6 @@ class DdtpBuildConfig:
             raise ValueError("validation_fraction and test_fraction must be > 0 and sum to < 1")
 
 
-@dataclasses.dataclass(frozen=True)
-class Description:
-    """One translated package description: its summary line and long-description paragraphs."""
-
-    summary: str
-    paragraphs: tuple[str, ...]
-
-
-def _description_text(summary: str, body: list[str]) -> Description:
-    """Splits the long description into paragraphs at ``" ."`` lines (Debian policy 5.6.13).
-
-    Wrapped lines are joined with a space; verbatim lines (two leading spaces) are joined the same
-    way because the cleaning step collapses whitespace anyway.
-    """
-    paragraphs: list[str] = []
-    current: list[str] = []
-    for line in body:
-        if line.strip() == ".":
-            paragraphs.append(" ".join(current))
-            current = []
-        else:
-            current.append(line.strip())
-    paragraphs.append(" ".join(current))
-    return Description(summary.strip(), tuple(p for p in paragraphs if p.strip()) if body else ())
-
-
-def parse_translation_file(path: str | Path) -> dict[str, Description]:
-    """Parses a ``Translation-<lang>`` file into ``{Description-md5: Description}``.
-
-    Several packages may share one description (same md5); the first record wins. Raises
-    :class:`DataError` naming the file and line for malformed records and invalid UTF-8.
-    """
-    path = Path(path)
-    descriptions: dict[str, Description] = {}
-    md5 = summary = None
-    body: list[str] = []
-    start = 0
-
-    def flush() -> None:
-        if summary is None:
-            return
-        if md5 is None:
-            raise DataError(f"{path}:{start}: record has a description but no Description-md5")
-        descriptions.setdefault(md5, _description_text(summary, body))
-
-    in_description = False
-    for lineno, line in enumerate(tqdm(read_lines(path), desc=path.name, unit=" lines",
-                                       mininterval=2.0, leave=False), start=1):
-        if not line.strip():
-            flush()
-            md5 = summary = None
-            body = []
-            in_description = False
-            continue
-        if line[0] in " \t":
-            if not in_description:
-                continue  # a continuation of some other multi-line field
-            body.append(line[1:])
-            continue
-        if md5 is None and summary is None:
-            start = lineno
-        key, sep, value = line.partition(":")
-        if not sep:
-            raise DataError(f"{path}:{lineno}: expected 'Field: value', got {line[:60]!r}")
-        in_description = key.startswith("Description-") and key != "Description-md5"
-        if key == "Description-md5":
-            md5 = value.strip()
-        elif in_description:
-            summary = value
-    flush()
-    if not descriptions:
-        raise DataError(f"{path}: no Description records found; is this a Translation-<lang> file?")
-    logger.info("%s: %d distinct descriptions", path, len(descriptions))
-    return descriptions
-
-
-def align_descriptions(
-    english: dict[str, Description], other: dict[str, Description]
-) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """Pairs the English descriptions with their translations (English file order).
-
-    Returns the ``(english, other)`` pairs and counts: descriptions in both languages, and those
-    skipped entirely because their paragraph counts differ (the paragraphs cannot be aligned,
-    and a translator who restructured the text may also have rephrased the summary).
-    """
-    pairs: list[tuple[str, str]] = []
-    stats = {"descriptions_in_both": 0, "paragraph_count_mismatch": 0}
-    for md5, en in english.items():
-        xx = other.get(md5)
-        if xx is None:
-            continue
-        stats["descriptions_in_both"] += 1
-        if len(en.paragraphs) != len(xx.paragraphs):
-            stats["paragraph_count_mismatch"] += 1
-            continue
-        pairs.append((en.summary, xx.summary))
-        pairs.extend(zip(en.paragraphs, xx.paragraphs))
-    return pairs, stats
-
-
 def split_of(english: str, validation_fraction: float, test_fraction: float) -> str:
     """The split of a pair, from a salted sha256 of its English side alone.
 
@@ -202,55 +93,6 @@ def split_of(english: str, validation_fraction: float, test_fraction: float) -> 
     if u < test_fraction + validation_fraction:
         return "validation"
     return "train"
-
-
-def find_translation_file(directory: str | Path, lang: str) -> Path:
-    """``directory/Translation-<lang>``, with suffix ``.xz``, ``.bz2``, ``.gz`` or none."""
-    directory = Path(directory)
-    for suffix in COMPRESSED_SUFFIXES:
-        path = directory / f"Translation-{lang}{suffix}"
-        if path.is_file():
-            return path
-    raise DataError(f"{directory}: no Translation-{lang}[.xz|.bz2|.gz] file")
-
-
-def fetch_translation_files(
-    mirror: str, suite: str, langs: Sequence[str], cache_dir: str | Path, *, timeout: float = 10.0
-) -> dict[str, Path]:
-    """Downloads ``dists/<suite>/main/i18n/Translation-<lang>.{xz,bz2}`` from a Debian mirror.
-
-    Checks that the mirror is reachable first (short timeout) so that an offline machine fails
-    at once with a clear message. Files already in ``cache_dir`` are reused.
-    """
-    from keras_transformer.files import atomic_write_bytes
-
-    base = f"{mirror.rstrip('/')}/dists/{suite}/main/i18n"
-    require_network([base], timeout=timeout, what="fetch Debian Translation files")
-    cache_dir = Path(cache_dir)
-    paths: dict[str, Path] = {}
-    for lang in langs:
-        for suffix in (".xz", ".bz2"):
-            path = cache_dir / suite / f"Translation-{lang}{suffix}"
-            if path.is_file():
-                paths[lang] = path
-                break
-            url = f"{base}/Translation-{lang}{suffix}"
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response:
-                    data = response.read()
-            except urllib.error.HTTPError as err:
-                if err.code == 404:
-                    continue
-                raise ConnectionError(f"cannot fetch {url}: HTTP {err.code}") from err
-            except (urllib.error.URLError, OSError) as err:
-                raise ConnectionError(f"cannot fetch {url}: {err}") from err
-            atomic_write_bytes(path, data)
-            logger.info("fetched %s (%d bytes)", url, len(data))
-            paths[lang] = path
-            break
-        else:
-            raise DataError(f"{base}: no Translation-{lang}.xz or .bz2 (suite {suite!r})")
-    return paths
 
 
 def build_pair(
