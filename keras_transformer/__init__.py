@@ -22,7 +22,7 @@ from keras_transformer.positional_encoding import (
     sinusoidal_encoding,
 )
 from keras_transformer.presets import Preset, get_preset, preset_names
-from keras_transformer.residual import PostNormResidual
+from keras_transformer.residual import PostNormResidual, PreNormResidual
 from keras_transformer.schedules import TransformerSchedule, transformer_adam
 from keras_transformer.transformer import Transformer, causal_mask
 
@@ -34,6 +34,7 @@ __all__ = [
     "Perplexity",
     "PositionwiseFeedForward",
     "PostNormResidual",
+    "PreNormResidual",
     "Preset",
     "ScaledEmbedding",
     "SinusoidalPositionalEncoding",

@@ -21,7 +21,8 @@ class TransformerConfig:
     ``d_k``/``d_v`` default to d_model / h (section 3.2.2), ``dropout`` is P_drop (section 5.4).
     ``vocab_size`` is the shared source/target vocabulary (section 3.4); give
     ``source_vocab_size`` and ``target_vocab_size`` with ``share_embeddings=False`` instead for
-    separate vocabularies (the parsing task of section 6.3).
+    separate vocabularies (the parsing task of section 6.3). ``norm_first`` moves each LayerNorm
+    before its sublayer (pre-norm; the paper's post-norm is the default).
     """
 
     vocab_size: int | None = None
@@ -43,6 +44,7 @@ class TransformerConfig:
     share_embeddings: bool = True
     tie_output_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
+    norm_first: bool = False
     pad_id: int = 0
     bos_id: int = 2
     eos_id: int = 3

@@ -50,9 +50,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
         training=None,
         return_attention_scores=False,
     ):
+        h = self.self_attention_residual.normalize(inputs)
         self_results = self.self_attention(
-            inputs,
-            inputs,
+            h,
+            h,
             attention_mask=self_attention_mask,
             cache=self_cache,
             cache_index=cache_index,
@@ -67,7 +68,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
         cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, None, :]
         attended, cross_weights = self.cross_attention(
-            x,
+            self.cross_attention_residual.normalize(x),
             encoder_outputs,
             attention_mask=cross_mask,
             cache=cross_cache,
@@ -75,7 +76,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
             return_attention_scores=True,
         )
         x = self.cross_attention_residual(x, attended, training=training)
-        x = self.feed_forward_residual(x, self.feed_forward(x, training=training), training=training)
+        h = self.feed_forward(self.feed_forward_residual.normalize(x), training=training)
+        x = self.feed_forward_residual(x, h, training=training)
 
         results = [x]
         if self_cache is not None:

@@ -28,9 +28,11 @@ class TransformerEncoderLayer(TransformerLayerBase):
 
     def call(self, inputs, padding_mask=None, training=None, return_attention_scores=False):
         mask = None if padding_mask is None else padding_mask[:, None, None, :]
+        h = self.self_attention_residual.normalize(inputs)
         attended, weights = self.self_attention(
-            inputs, inputs, attention_mask=mask, training=training, return_attention_scores=True
+            h, h, attention_mask=mask, training=training, return_attention_scores=True
         )
         x = self.self_attention_residual(inputs, attended, training=training)
-        x = self.feed_forward_residual(x, self.feed_forward(x, training=training), training=training)
+        h = self.feed_forward(self.feed_forward_residual.normalize(x), training=training)
+        x = self.feed_forward_residual(x, h, training=training)
         return (x, weights) if return_attention_scores else x

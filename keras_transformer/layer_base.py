@@ -1,7 +1,8 @@
 """What the encoder and decoder layers share: hyperparameters and the making of sublayers (3.1).
 
 Each layer of section 3.1 is a stack of sublayers, every one wrapped as
-``LayerNorm(x + Dropout(Sublayer(x)))``. The encoder layer stacks self-attention and the FFN, the
+``LayerNorm(x + Dropout(Sublayer(x)))`` (with ``norm_first``: ``x + Dropout(Sublayer(LayerNorm(x)))``).
+The encoder layer stacks self-attention and the FFN, the
 decoder layer masked self-attention, attention over the encoder output and the FFN; each builds
 and calls its own stack, and this base only holds the settings and makes the pieces.
 """
@@ -13,11 +14,12 @@ import keras
 from keras_transformer.attention import MultiHeadAttention
 from keras_transformer.config import head_size
 from keras_transformer.feed_forward import PositionwiseFeedForward
-from keras_transformer.residual import PostNormResidual
+from keras_transformer.residual import PostNormResidual, PreNormResidual
 
 
 class TransformerLayerBase(keras.layers.Layer):
-    """Settings of one encoder or decoder layer; ``d_k``/``d_v`` default to d_model / heads."""
+    """Settings of one encoder or decoder layer; ``d_k``/``d_v`` default to d_model / heads;
+    ``norm_first`` puts each LayerNorm before its sublayer instead of after the residual sum."""
 
     def __init__(
         self,
@@ -29,6 +31,7 @@ class TransformerLayerBase(keras.layers.Layer):
         attention_dropout=0.0,
         relu_dropout=0.0,
         layer_norm_epsilon=1e-6,
+        norm_first=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -40,6 +43,7 @@ class TransformerLayerBase(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm_first = norm_first
 
     def _attention(self, name, query_shape, value_shape):
         d_model = query_shape[-1]
@@ -57,7 +61,8 @@ class TransformerLayerBase(keras.layers.Layer):
         return attention
 
     def _residual(self, name, input_shape):
-        residual = PostNormResidual(self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+        kind = PreNormResidual if self.norm_first else PostNormResidual
+        residual = kind(self.dropout, self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
         residual.build(input_shape)
         return residual
 
@@ -79,6 +84,7 @@ class TransformerLayerBase(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "relu_dropout": self.relu_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm_first": self.norm_first,
             }
         )
         return config

@@ -52,6 +52,8 @@ class Transformer(keras.Model):
             ``relu_dropout`` inside attention and the FFN (tensor2tensor's, 0 in the paper).
         positional_encoding: ``sinusoidal`` (3.5) or ``learned`` (Table 3 row E, ``max_length``
             positions). share_embeddings / tie_output_embeddings: section 3.4's weight sharing.
+        norm_first: LayerNorm before each sublayer and after each stack (pre-norm) instead of the
+            paper's LayerNorm(x + Sublayer(x)) (``PreNormResidual``).
         pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
         training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
         **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
@@ -82,6 +84,7 @@ class Transformer(keras.Model):
         share_embeddings: bool = True,
         tie_output_embeddings: bool = True,
         layer_norm_epsilon: float = 1e-6,
+        norm_first: bool = False,
         pad_id: int = 0,
         bos_id: int = 2,
         eos_id: int = 3,
@@ -96,6 +99,7 @@ class Transformer(keras.Model):
             attention_dropout=attention_dropout, relu_dropout=relu_dropout,
             positional_encoding=positional_encoding, max_length=max_length, share_embeddings=share_embeddings,
             tie_output_embeddings=tie_output_embeddings, layer_norm_epsilon=layer_norm_epsilon,
+            norm_first=norm_first,
             pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
         )
         # compile()'s defaults; part of get_config(), so a reloaded model compiles the same way.
@@ -136,6 +140,7 @@ class Transformer(keras.Model):
             attention_dropout=c.attention_dropout,
             relu_dropout=c.relu_dropout,
             layer_norm_epsilon=c.layer_norm_epsilon,
+            norm_first=c.norm_first,
             dtype=policy,
         )
         self.encoder_layers = [
@@ -146,6 +151,13 @@ class Transformer(keras.Model):
             TransformerDecoderLayer(**layer_kwargs, name=f"decoder_layer_{i}")
             for i in range(c.num_decoder_layers)
         ]
+        # Pre-norm stacks end in a LayerNorm of their own (the sublayers normalize only their inputs).
+        self.encoder_norm = self.decoder_norm = None
+        if c.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=policy, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=policy, name="decoder_norm")
         self.output_projection = None
         if not c.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(
@@ -187,6 +199,8 @@ class Transformer(keras.Model):
             build_once(layer, hidden)
         for layer in self.decoder_layers:
             build_once(layer, hidden, hidden)
+        build_once(self.encoder_norm, hidden)
+        build_once(self.decoder_norm, hidden)
         build_once(self.output_projection, hidden)
         self.built = True
 
@@ -225,6 +239,8 @@ class Transformer(keras.Model):
         for layer in self.encoder_layers:
             x, weights = layer(x, padding_mask=mask, training=training, return_attention_scores=True)
             scores.append(weights)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
         return (x, scores) if return_attention_scores else x
 
     def decode(
@@ -282,6 +298,8 @@ class Transformer(keras.Model):
                 x, layer_cache, weights = outputs
                 new_self_caches.append(layer_cache)
             scores.append(weights)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
         if logits_mask is not None:
             positions = ops.nonzero(ops.reshape(logits_mask, (-1,)))[0]
             x = ops.take(ops.reshape(x, (-1, self.config.d_model)), positions, axis=0)

@@ -77,8 +77,9 @@ def test_source_and_output_lengths():
         {},
         {"positional_encoding": "learned", "max_length": 32},
         {"d_k": 8, "d_v": 12, "num_decoder_layers": 3},
+        {"norm_first": True},
     ],
-    ids=["sinusoidal", "learned-positions", "dk-dv-3-decoder-layers"],
+    ids=["sinusoidal", "learned-positions", "dk-dv-3-decoder-layers", "pre-norm"],
 )
 def test_cached_step_logits_equal_full_decoder(settings):
     """Decoding one position at a time through the cache gives the logits the full decoder

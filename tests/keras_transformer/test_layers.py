@@ -11,6 +11,7 @@ from keras_transformer import (
     MultiHeadAttention,
     PositionwiseFeedForward,
     PostNormResidual,
+    PreNormResidual,
     ScaledEmbedding,
     SinusoidalPositionalEncoding,
     TransformerDecoderLayer,
@@ -90,13 +91,40 @@ def test_feed_forward_is_relu_between_two_linear_maps():
     np.testing.assert_allclose(out, np.maximum(0, x @ w1 + b1) @ w2 + b2, rtol=1e-4, atol=1e-5)
 
 
+def _layer_norm(s):
+    return (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-6)
+
+
 def test_post_norm_residual_normalises_the_sum():
     layer = PostNormResidual(dropout=0.0)
     x = np.random.default_rng(3).normal(size=(2, 3, 8)).astype("float32")
     y = np.random.default_rng(4).normal(size=(2, 3, 8)).astype("float32")
-    s = x + y
-    expected = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-6)
-    np.testing.assert_allclose(np.asarray(layer(x, y)), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(layer(x, y)), _layer_norm(x + y), rtol=1e-4, atol=1e-4)
+    assert layer.normalize(x) is x  # the sublayer reads x itself
+
+
+def test_pre_norm_residual_normalises_the_sublayer_input_and_adds_the_raw_residual():
+    layer = PreNormResidual(dropout=0.0)
+    x = np.random.default_rng(5).normal(size=(2, 3, 8)).astype("float32")
+    y = np.random.default_rng(6).normal(size=(2, 3, 8)).astype("float32")
+    layer.build(x.shape)
+    np.testing.assert_allclose(np.asarray(layer.normalize(x)), _layer_norm(x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(layer(x, y)), x + y, rtol=1e-6)
+
+
+def test_pre_norm_layers_compute_the_pre_norm_formula():
+    """An encoder layer with norm_first is x + FFN(LN(x + Attn(LN(x)))), not the post-norm stack."""
+    x = np.random.default_rng(7).normal(size=(2, 5, 16)).astype("float32")
+    pre = TransformerEncoderLayer(num_heads=2, d_ff=32, dropout=0.0, norm_first=True)
+    post = TransformerEncoderLayer(num_heads=2, d_ff=32, dropout=0.0)
+    pre.build(x.shape)
+    post.build(x.shape)
+    post.set_weights(pre.get_weights())
+    h = pre.self_attention_residual.layer_norm(x)
+    x1 = x + np.asarray(pre.self_attention(h, h))
+    expected = x1 + np.asarray(pre.feed_forward(pre.feed_forward_residual.layer_norm(x1)))
+    np.testing.assert_allclose(np.asarray(pre(x)), expected, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(np.asarray(post(x)), expected, atol=1e-2)  # guard: the orders differ
 
 
 @pytest.mark.parametrize(
@@ -110,6 +138,8 @@ def test_post_norm_residual_normalises_the_sum():
         SinusoidalPositionalEncoding(),
         LearnedPositionalEmbedding(max_length=7),
         PostNormResidual(dropout=0.3),
+        PreNormResidual(dropout=0.1, epsilon=1e-5),
+        TransformerDecoderLayer(num_heads=2, d_ff=64, norm_first=True),
     ],
     ids=lambda layer: type(layer).__name__,
 )

@@ -10,10 +10,11 @@ from keras_transformer.schedules import TransformerSchedule
 VOCAB = 200
 
 
-@pytest.fixture(scope="module")
-def model():
+@pytest.fixture(scope="module", params=[False, True], ids=["post-norm", "pre-norm"])
+def model(request):
     return Transformer.from_preset(
-        "demo", vocab_size=VOCAB, num_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.1
+        "demo", vocab_size=VOCAB, num_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.1,
+        norm_first=request.param,
     )
 
 
@@ -127,8 +128,9 @@ def test_dict_inputs_and_bad_inputs(model):
         {"positional_encoding": "learned", "max_length": 64},
         {"share_embeddings": False, "source_vocab_size": VOCAB, "target_vocab_size": 50, "vocab_size": None},
         {"tie_output_embeddings": False, "d_k": 4, "d_v": 12},
+        {"norm_first": True},
     ],
-    ids=["shared", "learned-positions", "separate-vocab", "untied-output"],
+    ids=["shared", "learned-positions", "separate-vocab", "untied-output", "pre-norm"],
 )
 def test_keras_save_and_load_round_trip(tmp_path, overrides):
     kwargs = dict(vocab_size=VOCAB, num_layers=1, d_model=32, num_heads=4, d_ff=64)
