@@ -113,6 +113,20 @@ def comparable(model) -> list[bool]:
     return [not w.path.endswith("/key/bias") for w in model.weights]
 
 
+def assert_same_updates(actual, desired, atol=2e-4):
+    """Weights after a few Adam steps agree up to the summation order of their gradients.
+
+    Per-element Adam updates are ~lr = 0.01-0.03 in these tests. Where a gradient component
+    nearly cancels (a rarely seen token), Adam's normalisation turns the rounding of the
+    multi-threaded sums into a visible update (4.5e-4 seen once in a clean-clone run, one element
+    in 1024); a wrong normalisation or a lost batch moves most elements by ~4e-3.
+    """
+    off = np.abs(np.asarray(actual) - np.asarray(desired))
+    outliers = int(np.sum(off > atol))
+    assert outliers <= max(1, off.size // 200), f"{outliers} of {off.size} differ by > {atol}"
+    assert off.max() <= 25 * atol, f"max difference {off.max():.3g}"
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -230,7 +244,7 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
     for mine, reference, check in zip(weights_of(result.model), expected,
                                       comparable(result.model)):
         if check:
-            np.testing.assert_allclose(mine, reference, atol=atol)
+            assert_same_updates(mine, reference, atol)
     assert other_loss != pytest.approx(loss, rel=1e-5)
     assert max(np.abs(a - b).max() for a, b in zip(weights_of(result.model), other)) > 10 * atol
 
@@ -409,10 +423,8 @@ def test_two_logical_cpus_match_one_device_on_the_same_global_batch(
     for i in range(count):
         if not out["comparable"][i]:  # see comparable()
             continue
-        # Per-element Adam updates are ~lr = 0.01-0.03 here; rounding differences of the
-        # summation order, amplified by Adam for rarely seen tokens, stay 100x below that.
-        np.testing.assert_allclose(weights[f"two_{i}"], weights[f"one_{i}"], atol=2e-4)
-        np.testing.assert_allclose(weights[f"one_{i}"], weights[f"manual_{i}"], atol=2e-4)
+        assert_same_updates(weights[f"two_{i}"], weights[f"one_{i}"])
+        assert_same_updates(weights[f"one_{i}"], weights[f"manual_{i}"])
 
 
 WORKER_SCRIPT = """
