@@ -90,7 +90,8 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
         named=config.run_id is not None,
         tags={"task": pipeline_task.name, "preset": config.train.preset,
               "problem": pipeline_task.identity(config.data), "settings_fingerprint": fingerprint,
-              **_provenance()},
+              **_provenance(),
+              **({"mlflow.parentRunId": config.tracking.parent_run_id} if config.tracking.parent_run_id else {})},
     )
     write_state(state_file, {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
                              "fingerprint": fingerprint, "flow_run_id": flow_run.get_id()})
@@ -112,7 +113,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
                         config.tracking.log_every_steps)
         # The final validation is the last point of the val_* curves, at the final step.
         tracker.log_metrics({**{f"val_{k}": v for k, v in trained["validation"].items()},
-                             "train_minutes": trained["train_seconds"] / 60},
+                             "train_minutes": trained["train_seconds"] / 60, "parameters": trained["parameters"]},
                             step=trained["final_step"])
         model_path = average_task(trained["checkpoint_dir"], config.averaging, str(paths.averaged))
         scores = evaluate_task(pipeline_task, model_path, tokenizer_paths, corpus_dir, config.evaluation,
@@ -124,7 +125,8 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
         result = {"run_id": tracker.run_id, "task": pipeline_task.name, "run_path": str(paths.work),
                   "corpus_dir": corpus_dir, "tokenizer": tokenizer_paths, "model": model_path,
                   "scores": scores, "start_step": trained["start_step"],
-                  "final_step": trained["final_step"], "train_minutes": trained["train_seconds"] / 60}
+                  "final_step": trained["final_step"], "train_minutes": trained["train_seconds"] / 60,
+                  "parameters": trained["parameters"]}
         if config.export:
             result["export"] = export_task(model_path, tokenizer_paths, config.train.preset,
                                            str(paths.export))

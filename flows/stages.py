@@ -143,6 +143,7 @@ def train_task(
         "checkpoints": list(result.checkpoints),
         "validation": result.validation or {},
         "train_seconds": result.train_seconds,
+        "parameters": result.model.count_params(),
     }
 
 

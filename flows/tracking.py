@@ -36,7 +36,8 @@ class TrackingConfig:
     """Where runs are recorded and how the model is registered.
 
     ``tracking_uri``: default ``MLFLOW_TRACKING_URI``, else ``sqlite:///<run_dir>/mlflow.db``.
-    ``experiment``, ``run_name``; ``log_every_steps`` for per-step training metrics.
+    ``experiment``, ``run_name``; ``log_every_steps`` for per-step training metrics;
+    ``parent_run_id``: nest the run under that one (an ablation's variants, :mod:`flows.ablation`).
     ``register``: log the export as an MLflow model, register it as a version of
     ``registered_model`` (default: the task and its data, e.g. ``translation-ddtp-en-de``) and
     promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
@@ -48,6 +49,7 @@ class TrackingConfig:
     log_every_steps: int = 10
     register: bool = True
     registered_model: str | None = None
+    parent_run_id: str | None = None
 
 
 def resolve_tracking_uri(config: TrackingConfig, run_dir: Path) -> str:

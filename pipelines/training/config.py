@@ -135,6 +135,11 @@ class TrainConfig:
         if unknown:
             fail("model", f"unknown model setting(s) {unknown}; known are "
                  f"{sorted(TransformerConfig.field_names())}")
+        sizes = {} if {"vocab_size", "source_vocab_size", "target_vocab_size"} & set(self.model) else {"vocab_size": 8}
+        try:  # the values too, now: the vocabulary sizes come from the tokenizers, hours later
+            preset.model_config(**{**self.model, **sizes})
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"TrainConfig.model: {err}") from err
         for name in ("train_steps", "warmup_steps", "tokens_per_step", "accumulation_batches",
                      "checkpoint_every_steps", "keep_checkpoints", "cpu_devices",
                      "validate_every_steps", "validation_max_batches", "log_every",

@@ -382,3 +382,10 @@ def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
         else:
             from flows.parsing import load_parsing_config as load
         load(config, overrides)
+    # Both shipped language pairs and the parsing task are deployed, each in a run_dir of its own.
+    problems = {(d["parameters"].get("overrides") or {}).get("data", {}).get("language_pair", "en-de")
+                for d in names.values() if "translation" in d["entrypoint"]}
+    assert {"en-de", "en-fr"} <= problems and "parsing-sample" in names
+    run_dirs = [(d["parameters"].get("overrides") or {}).get("run_dir", d["parameters"]["config_path"])
+                for d in names.values()]
+    assert len(set(run_dirs)) == len(run_dirs)

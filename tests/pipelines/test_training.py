@@ -143,11 +143,16 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
     assert (resolved.adam_beta_1, resolved.adam_beta_2, resolved.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert config.checkpoints_kept() >= recipe.checkpoints_to_average
     assert resolved.learning_rate_scale == 1.0
-    assert TrainConfig(preset="cpu-small").resolved().learning_rate_scale == 0.48
+    assert TrainConfig(preset="cpu-small").resolved().learning_rate_scale == 0.679
     changed = TrainConfig(preset="cpu-small", learning_rate_scale=0.5, tokens_per_step=512, warmup_steps=7).resolved()
     assert (changed.learning_rate_scale, changed.tokens_per_batch, changed.warmup_steps) == (0.5, 512, 7)
     with pytest.raises(ConfigError, match="keep_checkpoints.*averages the last 20"):
         TrainConfig(preset="big", keep_checkpoints=5)
+    # Model values are checked with the config, not when the model is built after the data stages.
+    with pytest.raises(ConfigError, match="TrainConfig.model.*num_heads.*positive integer"):
+        TrainConfig(preset="cpu-small", model={"num_heads": "four"})
+    with pytest.raises(ConfigError, match="TrainConfig.model.*d_model=256 is not divisible by num_heads=3"):
+        TrainConfig(preset="cpu-small", model={"num_heads": 3})
     with pytest.raises(ConfigError, match="unknown model setting"):
         TrainConfig(model={"d_modle": 3})
     with pytest.raises(ConfigError, match="mixed_precision"):
