@@ -1,6 +1,7 @@
 """The peer the benchmarks measure against: the keras-hub model a Keras user would train.
 
-The model of ``../shared/baselines/kerashub_seq2seq/train.py`` (the keras.io "English-to-Spanish
+The model of the keras-hub baseline the project measures itself against (``kerashub_seq2seq/train.py``
+in the team's shared baselines, not part of this repository: the keras.io "English-to-Spanish
 translation with KerasHub" recipe): learned positions, separate input and target embeddings, an
 untied output layer, dropout inside attention too. Also what both sides of a comparison share:
 keras.io-style fixed-length batches, matmul FLOPs of a step and this machine's matmul peak.

@@ -43,7 +43,7 @@ from prefect import flow, get_run_logger
 
 import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.pipeline_config import load_pipeline_config, parse_overrides
-from flows.tracking import Tracker, TrackingConfig, artifact_key
+from flows.tracking import Tracker, TrackingConfig, artifact_key, resolve_tracking_uri
 from pipelines.config import ConfigError, merge
 
 logger = logging.getLogger(__name__)
@@ -164,14 +164,13 @@ def ablation_flow(ablation_path: str, out: str | None = None, minutes: float | N
     out_dir = Path(out) if out else REPO / "runs" / f"ablation-{path.stem}"
     out_dir.mkdir(parents=True, exist_ok=True)
     config_class, pipeline = pipeline_for(ablation.get("task", "translation"))
-    config_path = str(REPO / ablation["config"]) if not Path(ablation["config"]).is_absolute() else ablation["config"]
+    config_path = str(REPO / ablation["config"])  # an absolute path stays as it is
     variants = pick(ablation, only)
     # Every variant's settings are checked before any of them trains.
-    base = load_pipeline_config(config_class, config_path, variant_overrides(ablation, {"name": "-"}, out_dir, minutes))
-    tracking = {"experiment": f"ablation-{path.stem}",
-                "tracking_uri": base.tracking.tracking_uri or _default_uri(out_dir)}
-    for variant in variants:
-        load_pipeline_config(config_class, config_path, variant_overrides(ablation, variant, out_dir, minutes))
+    configs = [load_pipeline_config(config_class, config_path, variant_overrides(ablation, v, out_dir, minutes))
+               for v in variants]
+    uri = configs[0].tracking.tracking_uri or resolve_tracking_uri(TrackingConfig(), out_dir.resolve())
+    tracking = {"experiment": f"ablation-{path.stem}", "tracking_uri": uri}
     parent = Tracker.start(TrackingConfig(**{**tracking, "run_name": path.stem}), out_dir,
                            tags={"ablation": str(path), "variants": ",".join(v["name"] for v in variants)})
     parent.log_params({"ablation_file": str(path), "config": ablation["config"], "budget_minutes": minutes})
@@ -197,12 +196,6 @@ def ablation_flow(ablation_path: str, out: str | None = None, minutes: float | N
     parent.finish()
     return {"run_id": parent.run_id, "tracking_uri": parent.tracking_uri, "records": records,
             "table": str(out_dir / "results.md")}
-
-
-def _default_uri(out_dir: Path) -> str:
-    from flows.tracking import resolve_tracking_uri
-
-    return resolve_tracking_uri(TrackingConfig(), out_dir.resolve())
 
 
 def _publish(parent: Tracker, name: str, records: list[dict[str, Any]]) -> None:
