@@ -59,8 +59,13 @@ class SubwordTokenizer(tf.Module):
         self._unk_id = int(processor.unk_id())
         self._bos_id = int(processor.bos_id())
         self._eos_id = int(processor.eos_id())
+        # The op's resource is shared by node name: unnamed, a source and a target tokenizer get
+        # the same name when a SavedModel is loaded and collapse into one (the reloaded parser
+        # detokenized tree symbols with the words' model). A name from the model's own bytes is
+        # unique per vocabulary and the same on every export of it.
         self._sp = tf_text.SentencepieceTokenizer(
-            model=model, out_type=tf.int32, add_bos=False, add_eos=False)
+            model=model, out_type=tf.int32, add_bos=False, add_eos=False,
+            name=f"sentencepiece_{self.fingerprint}")
 
     @property
     def serialized_model(self) -> bytes:

@@ -97,3 +97,34 @@ def test_tokenize_normalises_raw_input_as_the_corpus_cleaning_does(tokenizer):
     # So a ligature and a no-break space from a user reach the model as the pieces of plain text.
     ragged = tokenizer.tokenize(["ﬁle\u00a0\u2003system  tools", "file system tools"])
     assert ragged[0].numpy().tolist() == ragged[1].numpy().tolist()
+
+
+def test_two_tokenizers_in_one_savedmodel_stay_apart(tokenizer, tmp_path):
+    """A parser's export holds a source and a target tokenizer: reloaded, each must still be
+    itself (unnamed, their resources shared one name and the target decoded with the source's
+    model)."""
+    import sentencepiece as spm
+
+    lines = tmp_path / "trees.txt"
+    lines.write_text("\n".join(["(S (NP DT NN )NP (VP VBZ )VP . )S", "(NP NNP NNP )NP", "(VP VBD (PP IN NN )PP )VP"]
+                               * 20) + "\n", "utf-8")
+    spm.SentencePieceTrainer.train(input=str(lines), model_prefix=str(tmp_path / "trees"), model_type="word",
+                                   vocab_size=16, pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    target = SubwordTokenizer(tmp_path / "trees.model")
+    assert target.fingerprint != tokenizer.fingerprint
+
+    class Pair(tf.Module):
+        def __init__(self, source, target):
+            super().__init__()
+            self.source, self.target = source, target
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        def decode_both(self, ids):
+            return self.source.detokenize(ids), self.target.detokenize(ids)
+
+    ids = tf.constant([[4, 5, 6, 7, 8, 9, 10, 11]], tf.int32)
+    expected = [t.numpy().tolist() for t in (tokenizer.detokenize(ids), target.detokenize(ids))]
+    assert expected[0] != expected[1]
+    tf.saved_model.save(Pair(tokenizer, target), str(tmp_path / "pair"))
+    loaded = tf.saved_model.load(str(tmp_path / "pair"))
+    assert [t.numpy().tolist() for t in loaded.decode_both(ids)] == expected
