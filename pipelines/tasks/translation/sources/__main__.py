@@ -1,0 +1,5 @@
+import sys
+
+from pipelines.tasks.translation.sources.stage import main
+
+sys.exit(main())
