@@ -172,10 +172,12 @@ def evaluate_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[st
     result = pipeline_task.evaluate(translator, Path(corpus_dir), config, Path(output_dir))
     run_logger = get_run_logger()
     run_logger.info("evaluation: %s", result.metrics)
+    if result.headline:
+        run_logger.info("%s", result.headline)
     for example in result.examples:
         run_logger.info("source: %s\n  reference: %s\n  output:    %s", *example.values())
     return {"metrics": result.metrics, "primary": result.primary, "scores": result.record,
-            "examples": result.examples}
+            "examples": result.examples, "headline": result.headline}
 
 
 @task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)

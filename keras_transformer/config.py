@@ -22,7 +22,10 @@ class TransformerConfig:
     ``vocab_size`` is the shared source/target vocabulary (section 3.4); give
     ``source_vocab_size`` and ``target_vocab_size`` with ``share_embeddings=False`` instead for
     separate vocabularies (the parsing task of section 6.3). ``norm_first`` moves each LayerNorm
-    before its sublayer (pre-norm; the paper's post-norm is the default).
+    before its sublayer (pre-norm; the paper's post-norm is the default). ``word_alignment`` adds
+    to each decoder input the encoder state of the next word to cover (parsing;
+    :mod:`keras_transformer.word_alignment`), with the source ids that begin a word
+    (``word_start_ids``) and the target ids that stand for a word (``slot_ids``).
     """
 
     vocab_size: int | None = None
@@ -45,6 +48,9 @@ class TransformerConfig:
     tie_output_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
     norm_first: bool = False
+    word_alignment: bool = False
+    word_start_ids: tuple[int, ...] | None = None
+    slot_ids: tuple[int, ...] | None = None
     pad_id: int = 0
     bos_id: int = 2
     eos_id: int = 3
@@ -107,6 +113,12 @@ class TransformerConfig:
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         if len(set(ids.values())) != 3:
             fail("pad_id/bos_id/eos_id", ids, "special token ids must be distinct")
+        for name in ("word_start_ids", "slot_ids"):
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and i >= 0 for i in value):
+                    fail(name, value, "must be a list of non-negative token ids")
+                object.__setattr__(self, name, tuple(int(i) for i in value))
         if self.num_encoder_layers is None:
             object.__setattr__(self, "num_encoder_layers", self.num_layers)
         if self.num_decoder_layers is None:
@@ -137,7 +149,8 @@ class TransformerConfig:
         return self.max_length if self.positional_encoding == "learned" else None
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The settings as JSON types (id tuples as lists), e.g. for ``get_config``."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def field_names(cls) -> set[str]:

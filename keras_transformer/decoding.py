@@ -126,13 +126,18 @@ def special_ids(model) -> dict[str, int]:
     return {"pad_id": config.pad_id, "bos_id": config.bos_id, "eos_id": config.eos_id}
 
 
-def cached_score_fn(model, encoder_outputs, encoder_padding_mask, cross_cache) -> ScoreFn:
-    """A score function running one decoder step of ``model`` on its self-attention cache.
+#: Cache entries computed once per sentence; the rest (self-attention keys and values, the
+#: word alignment's slot count) changes every step and follows the beams.
+STATIC_CACHE_KEYS = ("cross", "words")
 
-    The state is the per-layer self-attention cache (``init_cache(...)["self"]``); ``cross_cache``
-    holds the encoder-decoder keys and values computed once per sentence. All tensors have one row
-    per hypothesis (tile them with :func:`tile_nest` for beam search). PAD and BOS get
-    log-probability -inf.
+
+def cached_score_fn(model, encoder_outputs, encoder_padding_mask, static_cache) -> ScoreFn:
+    """A score function running one decoder step of ``model`` on its cache.
+
+    The state is the part of ``init_cache(...)`` that changes every step (``self``, and ``slots``
+    for a model with word alignment); ``static_cache`` holds the parts computed once per sentence
+    (:data:`STATIC_CACHE_KEYS`). All tensors have one row per hypothesis (tile them with
+    :func:`tile_nest` for beam search). PAD and BOS get log-probability -inf.
     """
     forbidden = (model.config.pad_id, model.config.bos_id)
 
@@ -143,17 +148,17 @@ def cached_score_fn(model, encoder_outputs, encoder_padding_mask, cross_cache) -
             tokens,
             encoder_outputs,
             encoder_padding_mask,
-            cache={"self": state, "cross": cross_cache},
+            cache={**state, **static_cache},
             cache_index=step,
             training=False,
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, 0, :], tf.float32), axis=-1)
-        return forbid_tokens(log_probs, forbidden), cache["self"]
+        return forbid_tokens(log_probs, forbidden), {key: cache[key] for key in state}
 
     return score_fn
 
 
-def uncached_score_fn(model, encoder_outputs, encoder_padding_mask) -> ScoreFn:
+def uncached_score_fn(model, encoder_outputs, encoder_padding_mask, word_states=None) -> ScoreFn:
     """The reference without a cache: the whole decoder re-run on the prefix at every step.
 
     Same outputs as :func:`cached_score_fn` up to float rounding, O(t^2) per sentence instead of
@@ -162,7 +167,8 @@ def uncached_score_fn(model, encoder_outputs, encoder_padding_mask) -> ScoreFn:
     forbidden = (model.config.pad_id, model.config.bos_id)
 
     def score_fn(ids, step, state):
-        logits = model.decode(ids[:, : step + 1], encoder_outputs, encoder_padding_mask, training=False)
+        logits = model.decode(ids[:, : step + 1], encoder_outputs, encoder_padding_mask, training=False,
+                              word_states=word_states)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1, :], tf.float32), axis=-1)
         return forbid_tokens(log_probs, forbidden), state
 
@@ -184,19 +190,21 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
     encoder_outputs = model.encode(source_ids, training=False)
     padding_mask = model.padding_mask(source_ids)
     if not use_cache:
+        word_states = model.word_states(source_ids, encoder_outputs)
         score_fn = uncached_score_fn(
-            model, tile_beams(encoder_outputs, beam_size), tile_beams(padding_mask, beam_size)
+            model, tile_beams(encoder_outputs, beam_size), tile_beams(padding_mask, beam_size),
+            None if word_states is None else tile_beams(word_states, beam_size),
         )
         return score_fn, (), max_lengths
-    cache = model.init_cache(encoder_outputs, max_length)
-    cache = tile_nest(cache, beam_size)
+    cache = tile_nest(model.init_cache(encoder_outputs, max_length, source_ids=source_ids), beam_size)
+    static = {key: cache.pop(key) for key in STATIC_CACHE_KEYS if key in cache}
     score_fn = cached_score_fn(
         model,
         tile_beams(encoder_outputs, beam_size),
         tile_beams(padding_mask, beam_size),
-        cache["cross"],
+        static,
     )
-    return score_fn, cache["self"], max_lengths
+    return score_fn, cache, max_lengths
 
 
 # ---------------------------------------------------------------------- greedy search

@@ -18,6 +18,7 @@ from keras_transformer.positional_encoding import (
     SinusoidalPositionalEncoding,
 )
 from keras_transformer.presets import TrainingRecipe, get_preset
+from keras_transformer.word_alignment import WordAlignment
 
 
 def causal_mask(query_length, key_length, start_index=0):
@@ -54,6 +55,9 @@ class Transformer(keras.Model):
             positions). share_embeddings / tie_output_embeddings: section 3.4's weight sharing.
         norm_first: LayerNorm before each sublayer and after each stack (pre-norm) instead of the
             paper's LayerNorm(x + Sublayer(x)) (``PreNormResidual``).
+        word_alignment, word_start_ids, slot_ids: add to each decoder input the encoder state of
+            the next word to cover, for parsing (:class:`~keras_transformer.word_alignment.WordAlignment`;
+            the ids from :func:`~keras_transformer.word_alignment.alignment_ids`).
         pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
         training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
         **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
@@ -62,46 +66,12 @@ class Transformer(keras.Model):
     ``init_cache`` for incremental decoding.
     """
 
-    def __init__(
-        self,
-        vocab_size: int | None = None,
-        *,
-        source_vocab_size: int | None = None,
-        target_vocab_size: int | None = None,
-        num_layers: int = 6,
-        num_encoder_layers: int | None = None,
-        num_decoder_layers: int | None = None,
-        d_model: int = 512,
-        num_heads: int = 8,
-        d_k: int | None = None,
-        d_v: int | None = None,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        relu_dropout: float = 0.0,
-        positional_encoding: str = "sinusoidal",
-        max_length: int = 1024,
-        share_embeddings: bool = True,
-        tie_output_embeddings: bool = True,
-        layer_norm_epsilon: float = 1e-6,
-        norm_first: bool = False,
-        pad_id: int = 0,
-        bos_id: int = 2,
-        eos_id: int = 3,
-        training_recipe=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size: int | None = None, *, training_recipe=None, **kwargs):
+        # The architecture settings are TransformerConfig's fields (one place for their defaults
+        # and checks); everything else goes to keras.Model.
+        settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TransformerConfig.field_names()}
         super().__init__(**kwargs)
-        self.config = TransformerConfig(
-            vocab_size=vocab_size, source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size,
-            num_layers=num_layers, num_encoder_layers=num_encoder_layers, num_decoder_layers=num_decoder_layers,
-            d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v, d_ff=d_ff, dropout=dropout,
-            attention_dropout=attention_dropout, relu_dropout=relu_dropout,
-            positional_encoding=positional_encoding, max_length=max_length, share_embeddings=share_embeddings,
-            tie_output_embeddings=tie_output_embeddings, layer_norm_epsilon=layer_norm_epsilon,
-            norm_first=norm_first,
-            pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
-        )
+        self.config = TransformerConfig(vocab_size=vocab_size, **settings)
         # compile()'s defaults; part of get_config(), so a reloaded model compiles the same way.
         if isinstance(training_recipe, dict):
             training_recipe = TrainingRecipe(**training_recipe)
@@ -158,6 +128,14 @@ class Transformer(keras.Model):
                 epsilon=c.layer_norm_epsilon, dtype=policy, name="encoder_norm")
             self.decoder_norm = keras.layers.LayerNormalization(
                 epsilon=c.layer_norm_epsilon, dtype=policy, name="decoder_norm")
+        self.word_alignment = None
+        if c.word_alignment:
+            if not c.word_start_ids or not c.slot_ids:
+                raise ValueError("Invalid Transformer setting `word_alignment`=True: it needs `word_start_ids` and "
+                                 "`slot_ids` (keras_transformer.word_alignment.alignment_ids(source_tokenizer, "
+                                 "target_tokenizer) reads them off the vocabularies)")
+            self.word_alignment = WordAlignment(c.word_start_ids, c.slot_ids, c.source_vocab_size,
+                                                c.target_vocab_size, dtype=policy, name="word_alignment")
         self.output_projection = None
         if not c.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(
@@ -202,6 +180,7 @@ class Transformer(keras.Model):
         build_once(self.encoder_norm, hidden)
         build_once(self.decoder_norm, hidden)
         build_once(self.output_projection, hidden)
+        build_once(self.word_alignment, hidden)
         self.built = True
 
     def get_build_config(self):
@@ -243,6 +222,13 @@ class Transformer(keras.Model):
             x = self.encoder_norm(x)
         return (x, scores) if return_attention_scores else x
 
+    def word_states(self, source_ids, encoder_outputs):
+        """Per word, the encoder state of its first piece (``decode``'s ``word_states``), or
+        ``None`` for a model without ``word_alignment``."""
+        if self.word_alignment is None:
+            return None
+        return self.word_alignment.word_states(source_ids, encoder_outputs)
+
     def decode(
         self,
         target_ids,
@@ -253,6 +239,7 @@ class Transformer(keras.Model):
         training=None,
         return_attention_scores=False,
         logits_mask=None,
+        word_states=None,
     ):
         """The decoder stack and the pre-softmax projection: float32 logits.
 
@@ -266,6 +253,8 @@ class Transformer(keras.Model):
             logits_mask: boolean ``[batch, length]``: logits only where it is ``True``, as
                 ``[positions, vocab]`` in row-major order. Training needs none at padding, and the
                 projection onto the vocabulary is a step's largest matmul at small ``d_model``.
+            word_states: ``word_states(source_ids, encoder_outputs)``, required by a model with
+                ``word_alignment`` unless the cache holds them (``init_cache(..., source_ids)``).
 
         Returns ``logits``, then the updated cache if one was given, then (with
         ``return_attention_scores``) a list of per-layer ``{"self": ..., "cross": ...}``.
@@ -273,6 +262,14 @@ class Transformer(keras.Model):
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids)
         x = x + self.decoder_positions(x, start_index=start)
+        slots = None
+        if self.word_alignment is not None:
+            if cache is not None:
+                word_states = cache["words"]
+            if word_states is None:
+                raise ValueError("a model with word_alignment decodes with word_states=model.word_states(...)")
+            pointer, slots = self.word_alignment.pointer(target_ids, None if cache is None else cache["slots"])
+            x = x + self.word_alignment(word_states, pointer)
         x = self.decoder_embedding_dropout(x, training=training)
         length = ops.shape(target_ids)[1]
         if cache is None:
@@ -310,17 +307,19 @@ class Transformer(keras.Model):
         # Logits, softmax and loss stay in float32 under mixed precision.
         results = [ops.cast(logits, "float32")]
         if cache is not None:
-            results.append({"self": new_self_caches, "cross": cache["cross"]})
+            results.append({**cache, "self": new_self_caches, **({} if slots is None else {"slots": slots})})
         if return_attention_scores:
             results.append(scores)
         return results[0] if len(results) == 1 else tuple(results)
 
-    def init_cache(self, encoder_outputs, max_length):
+    def init_cache(self, encoder_outputs, max_length, source_ids=None):
         """Cache for incremental decoding of up to ``max_length`` target positions.
 
         ``self``: per decoder layer, zero keys/values ``[batch, heads, max_length, d_k|d_v]``
         filled as decoding proceeds. ``cross``: per layer, the encoder outputs projected to
-        keys and values once per sentence instead of once per step.
+        keys and values once per sentence instead of once per step. With ``word_alignment``
+        (``source_ids`` needed): ``words``, the per-sentence word states, and ``slots``, the
+        running count of slot tokens, which points at the next word.
         """
         c = self.config
         batch = ops.shape(encoder_outputs)[0]
@@ -335,13 +334,20 @@ class Transformer(keras.Model):
         cross_caches = [
             layer.cross_attention.compute_cache(encoder_outputs) for layer in self.decoder_layers
         ]
-        return {"self": self_caches, "cross": cross_caches}
+        cache = {"self": self_caches, "cross": cross_caches}
+        if self.word_alignment is not None:
+            if source_ids is None:
+                raise ValueError("a model with word_alignment needs init_cache(..., source_ids=...)")
+            cache["words"] = self.word_states(source_ids, encoder_outputs)
+            cache["slots"] = ops.zeros((batch,), dtype="int32")
+        return cache
 
     def call(self, inputs, training=None):
         source_ids, target_ids = self._split_inputs(inputs)
         encoder_outputs = self.encode(source_ids, training=training)
         return self.decode(
-            target_ids, encoder_outputs, self.padding_mask(source_ids), training=training
+            target_ids, encoder_outputs, self.padding_mask(source_ids), training=training,
+            word_states=self.word_states(source_ids, encoder_outputs),
         )
 
     # ------------------------------------------------------------------ training set-up

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 @dataclass
 class TaskEvaluation:
-    """What a task's evaluation returns: flat numbers, the full record, examples to show.
+    """What a task's evaluation returns: flat numbers, the full record, examples to show, a headline.
 
     ``primary`` names the metric in ``metrics`` that decides which of two models is better
     (higher wins: BLEU for translation, labelled F1 for parsing).
@@ -28,6 +28,8 @@ class TaskEvaluation:
     record: dict[str, Any] = field(default_factory=dict)
     examples: list[dict[str, str]] = field(default_factory=list)
     output_dir: Path | None = None
+    #: The sentence a user reads first (scores beside the task's trivial baselines).
+    headline: str = ""
 
     @property
     def score(self) -> float:

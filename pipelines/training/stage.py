@@ -8,12 +8,14 @@ special ids are the tokenizers', and the vocabulary record that ties checkpoints
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 from keras_transformer.presets import get_preset
+from keras_transformer.word_alignment import alignment_ids
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.tokenization import vocabulary_record
@@ -39,9 +41,13 @@ def train_on_corpus(
     source, target = tokenizers
     shared = source is target
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
-    model_config = get_preset(config.preset).model_config(
-        **{**config.model, "source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
-           "vocab_size": source.vocab_size if shared else None})
+    sizes = {"source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
+             "vocab_size": source.vocab_size if shared else None}
+    model_config = get_preset(config.preset).model_config(**{**config.model, **sizes})
+    if model_config.word_alignment and not model_config.word_start_ids:
+        # Which pieces begin a word and which symbols stand for one are the vocabularies' facts.
+        config = dataclasses.replace(config, model={**config.model, **alignment_ids(source, target)})
+        model_config = get_preset(config.preset).model_config(**{**config.model, **sizes})
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")
     vocab_size, vocabulary = vocabulary_record(source, target)

@@ -99,11 +99,16 @@ def parse_sentences(translator, sentences: list[str], constrained: bool = True,
     return [hypotheses[0] if hypotheses else "" for hypotheses in n_best], trees, repaired
 
 
+#: One constraint per target vocabulary: the compiled constrained search is cached per constraint
+#: object, so a new one per call would trace the beam search again.
+_CONSTRAINTS: dict[tuple[str, int], Any] = {}
+
+
 def _constraint(translator):
-    # One per translator: the compiled constrained search is cached per constraint object.
-    if getattr(translator, "_tree_constraint", None) is None:
-        translator._tree_constraint = tree_constraint(translator.target_tokenizer, translator.model.config.eos_id)
-    return translator._tree_constraint
+    key = (translator.target_tokenizer.fingerprint, translator.model.config.eos_id)
+    if key not in _CONSTRAINTS:
+        _CONSTRAINTS[key] = tree_constraint(translator.target_tokenizer, key[1])
+    return _CONSTRAINTS[key]
 
 
 def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None = None,
@@ -111,8 +116,9 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
     """Parses ``config.split`` of ``corpus``, scores it and the baselines, writes the files.
 
     Returns the content of ``scores.json``: ``"all"`` and ``"len<=40"`` sections as
-    :func:`.evalb.score_trees` gives them, ``well_formed`` / ``repaired`` counts, ``baselines``
-    and the ``evaluation`` record (split, decoding settings, corpus fingerprint).
+    :func:`.evalb.score_trees` gives them, ``valid_before_repair`` / ``repaired`` counts,
+    ``baselines``, three ``examples`` (sentence, gold and predicted tree) and the ``evaluation``
+    record (split, decoding settings, corpus fingerprint).
     """
     config = config or ParseEvalConfig()
     output_dir = Path(output_dir)
@@ -143,8 +149,12 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
     record = {
         **_summary(scores, config.cutoff_len),
         "evalb": _summary(evalb, config.cutoff_len),
-        "well_formed": len(predicted),
+        # Every scored tree is well formed (repair guarantees it); what tells a parser from a
+        # repair routine is how many of its own best hypotheses were trees before repair.
+        "valid_before_repair": len(predicted) - repaired,
         "repaired": repaired,
+        "examples": [{"source": s, "reference": g.to_string(), "translation": p.to_string()}
+                     for s, g, p in list(zip(sentences, gold, predicted))[:3]],
         "baselines": {name: _summary(result, config.cutoff_len) for name, result in baselines.items()},
         "evaluation": {
             "split": config.split,
@@ -169,7 +179,19 @@ def metrics(record: dict[str, Any], cutoff_len: int = CUTOFF_LEN) -> dict[str, f
     flat.update({f"len{cutoff_len}_f1": record[f"len<={cutoff_len}"]["fmeasure"],
                  "evalb_f1": record["evalb"]["all"]["fmeasure"],
                  "evalb_error_sentences": record["evalb"]["all"]["error_sentences"],
-                 "error_sentences": record["all"]["error_sentences"], "repaired": record["repaired"]})
+                 "error_sentences": record["all"]["error_sentences"], "repaired": record["repaired"],
+                 "valid_before_repair": record["valid_before_repair"]})
     for name, baseline in record["baselines"].items():
         flat[f"baseline_{name}_f1"] = baseline["all"]["fmeasure"]
     return flat
+
+
+def headline(record: dict[str, Any]) -> str:
+    """One line a user reads first: F1, tagging, the trivial baselines and the trees left to repair."""
+    overall, baselines = record["all"], record["baselines"]
+    total = record["valid_before_repair"] + record["repaired"]
+    return (f"labelled F1 {overall['fmeasure']:.2f}, tagging accuracy {overall['tagging_accuracy']:.2f}%, "
+            f"exact match {overall['complete_match']:.2f}% on {total} {record['evaluation']['split']} sentences "
+            f"({record['valid_before_repair']} decoded as valid trees, {record['repaired']} repaired); "
+            f"baselines: right-branching F1 {baselines['right_branching']['all']['fmeasure']:.2f}, "
+            f"most frequent label F1 {baselines['most_frequent_label']['all']['fmeasure']:.2f}")

@@ -8,7 +8,7 @@ from typing import Any
 from pipelines.tasks.base import Task, TaskEvaluation
 
 from .data import TreebankConfig
-from .evaluation import ParseEvalConfig
+from .evaluation import ParseEvalConfig, headline
 
 
 class ParsingTask(Task):
@@ -36,10 +36,6 @@ class ParsingTask(Task):
         from .evaluation import evaluate_parser, metrics
 
         record = evaluate_parser(translator, Corpus.load(corpus_dir), eval_config, output_dir)
-        sources = Path(output_dir, "sources.txt").read_text("utf-8").splitlines()
-        gold = Path(output_dir, "gold.trees").read_text("utf-8").splitlines()
-        predicted = Path(output_dir, "predicted.trees").read_text("utf-8").splitlines()
-        examples = [{"source": s, "reference": g, "translation": p}
-                    for s, g, p in list(zip(sources, gold, predicted))[:3]]
         return TaskEvaluation(metrics=metrics(record, eval_config.cutoff_len), primary="f1",
-                              record=record, examples=examples, output_dir=Path(output_dir))
+                              record=record, examples=record["examples"], output_dir=Path(output_dir),
+                              headline=headline(record))

@@ -120,7 +120,7 @@ def attention_maps(model, tokenizer, sentence: str, target: str | None = None,
     encoder_outputs, encoder_scores = model.encode(source, training=False, return_attention_scores=True)
     _, decoder_scores = model.decode(
         decoder_input, encoder_outputs, model.padding_mask(source), training=False,
-        return_attention_scores=True,
+        return_attention_scores=True, word_states=model.word_states(source, encoder_outputs),
     )
     weights = {
         "encoder_self": np.asarray(encoder_scores[layer])[0],
