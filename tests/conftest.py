@@ -30,6 +30,14 @@ def shared_data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def toy_treebank(tmp_path_factory) -> Path:
+    """The suite's own treebank (tests/pipelines/tasks/parsing/toy_treebank.py): folder holding ``combined/``."""
+    from tests.pipelines.tasks.parsing.toy_treebank import write_toy_treebank
+
+    return write_toy_treebank(tmp_path_factory.mktemp("data") / "toy-treebank")
+
+
+@pytest.fixture(scope="session")
 def ddtp_corpus(tmp_path_factory):
     """The bundled En-De DDTP corpus prepared by ``prepare_corpus()`` into a temporary directory."""
     from pipelines.corpus import Corpus
@@ -46,7 +54,7 @@ def tokenizer_model(ddtp_corpus, tmp_path_factory) -> Path:
     from pipelines.tokenization import TokenizerConfig, train_tokenizer
 
     config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000)
-    return train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("tokenizer"))
+    return train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("tokenizer")).source
 
 
 @pytest.fixture(scope="session")

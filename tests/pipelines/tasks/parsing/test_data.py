@@ -1,4 +1,4 @@
-"""The parsing task's data stage on the real NLTK sample: a corpus of (words, linearised tree) pairs."""
+"""The parsing task's data stage on the toy treebank: a corpus of (words, linearised tree) pairs."""
 
 import time
 
@@ -10,19 +10,19 @@ from pipelines.tasks.parsing.linearize import delinearize
 from pipelines.textfiles import DataError
 
 
-def test_the_sample_becomes_a_corpus_split_by_file(sample_zip, sample_splits, tmp_path):
-    path = prepare_treebank(TreebankConfig(path=str(sample_zip), output_dir=str(tmp_path / "corpus")))
+def test_the_treebank_becomes_a_corpus_split_by_file(toy_treebank, toy_splits, tmp_path):
+    path = prepare_treebank(TreebankConfig(path=str(toy_treebank), output_dir=str(tmp_path / "corpus")))
     corpus = Corpus.load(path)
     assert (corpus.source_lang, corpus.target_lang) == ("en", "tree")
-    assert corpus.counts == {"train": len(sample_splits["train"]), "validation": len(sample_splits["dev"]),
-                               "test": len(sample_splits["test"])}
+    assert corpus.counts == {"train": len(toy_splits["train"]), "validation": len(toy_splits["dev"]),
+                               "test": len(toy_splits["test"])}
     words, target = next(corpus.pairs("test"))
     # Each pair gives back the treebank's tree: the corpus is the task's whole data.
-    assert delinearize(target, words.split()) == sample_splits["test"][0]
+    assert delinearize(target, words.split()) == toy_splits["test"][0]
 
 
-def test_a_rerun_does_no_work_and_changed_settings_redo_it(sample_zip, tmp_path, caplog):
-    config = TreebankConfig(path=str(sample_zip), output_dir=str(tmp_path / "corpus"), max_train_trees=50)
+def test_a_rerun_does_no_work_and_changed_settings_redo_it(toy_treebank, tmp_path, caplog):
+    config = TreebankConfig(path=str(toy_treebank), output_dir=str(tmp_path / "corpus"), max_train_trees=50)
     prepare_treebank(config)
     manifest = (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns
     caplog.set_level("INFO")

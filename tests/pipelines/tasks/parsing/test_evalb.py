@@ -1,4 +1,4 @@
-"""EVALB/COLLINS.prm scorer (pipelines/tasks/parsing/evalb.py) on hand-worked cases and the sample."""
+"""EVALB/COLLINS.prm scorer (pipelines/tasks/parsing/evalb.py) on hand-worked cases, the toy treebank and the sample."""
 
 import pytest
 
@@ -151,28 +151,33 @@ def test_punctuation_by_gold_tags():
     assert line(gold, gold.replace("left", "right"), punctuation="gold")["status"] == ERROR
 
 
-def test_gold_against_gold_on_the_sample_test_split(sample_splits):
-    test_split = sample_splits["test"]
+def test_gold_against_gold_on_the_toy_test_split(toy_splits):
+    test_split = toy_splits["test"]
     result = score_trees(test_split, test_split)
     for section in ("all", "len<=40"):
         summary = result[section]
         assert summary["fmeasure"] == summary["complete_match"] == summary["tagging_accuracy"] == 100.0
         assert summary["error_sentences"] == summary["skip_sentences"] == 0
-    assert result["all"]["sentences"] == 245
-    assert result["len<=40"]["sentences"] == sum(len(tree.words()) <= 40 for tree in test_split) == 230
+    assert result["all"]["sentences"] == result["len<=40"]["sentences"] == 60
     assert result["all"]["words"] < sum(len(tree.words()) for tree in test_split)  # punctuation not scored
 
 
-def test_baselines(sample_splits):
+def test_baselines(toy_splits):
     assert right_branching(["a", "b", "c"], ["DT", "NN", "."]).to_string() == "(TOP (S (DT a) (S (NN b) (. c))))"
     assert right_branching(["a"], ["NN"]) == Tree("TOP", (Tree("S", (Leaf("NN", "a"),)),))
     assert right_branching([], []) == Tree("TOP")
-    gold = sample_splits["test"]
+    gold = toy_splits["test"]
     assert most_frequent_label(gold) == "NP"
     baseline = most_frequent_label_baseline(gold)
     assert [tree.words() for tree in baseline] == [tree.words() for tree in gold]
     assert {node.label for node in baseline[0].children} == {"NP"}
+
+
+def test_baselines_on_the_sample_equal_evalb(sample_splits):
+    gold = sample_splits["test"]
+    assert len(gold) == 245 and sum(len(tree.words()) <= 40 for tree in gold) == 230
+    assert most_frequent_label(gold) == "NP"
     # Reference values, identical to evalb.c with COLLINS.prm run on the same files.
-    assert round(score_trees(gold, baseline)["all"]["fmeasure"], 2) == 43.71
+    assert round(score_trees(gold, most_frequent_label_baseline(gold))["all"]["fmeasure"], 2) == 43.71
     branching = [right_branching(tree.words(), tree.tags()) for tree in gold]
     assert round(score_trees(gold, branching)["all"]["fmeasure"], 2) == 8.97

@@ -16,9 +16,9 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")
-def tree_files(tmp_path_factory, sample_splits):
+def tree_files(tmp_path_factory, toy_splits):
     """Gold test split and a damaged copy (brackets dropped, one word changed, one failed parse)."""
-    gold = sample_splits["test"]
+    gold = toy_splits["test"]
     test = []
     for number, tree in enumerate(gold):
         tokens = linearize(tree).split()
@@ -88,7 +88,7 @@ def test_bad_input_exits_2(tmp_path, tree_files, capsys):
     short = tmp_path / "short.txt"
     short.write_text("(TOP (S (NN a)))\n")
     assert main([gold, str(short)]) == 2
-    assert f"{gold} has 245 lines but {short} has 1" in capsys.readouterr().err
+    assert f"{gold} has 60 lines but {short} has 1" in capsys.readouterr().err
     blank = tmp_path / "blank.txt"
     blank.write_text("(TOP (S (NN a)))\n\n")
     assert main([str(blank), str(blank)]) == 2

@@ -28,11 +28,11 @@ class Oracle:
 
 
 @pytest.fixture(scope="module")
-def corpus(sample_zip, tmp_path_factory):
+def corpus(toy_treebank, tmp_path_factory):
     from pipelines.corpus import Corpus
 
     out = tmp_path_factory.mktemp("treebank")
-    return Corpus.load(prepare_treebank(TreebankConfig(path=str(sample_zip), output_dir=str(out),
+    return Corpus.load(prepare_treebank(TreebankConfig(path=str(toy_treebank), output_dir=str(out),
                                                        max_train_trees=10)))
 
 
@@ -42,7 +42,7 @@ def test_gold_output_scores_100_and_the_baselines_score_less(corpus, tmp_path):
     record = evaluate_parser(oracle, corpus, config, tmp_path)
     assert oracle.calls[0]["beam_size"] == 3  # the config's decoding reaches the decoder
     assert record["all"]["fmeasure"] == 100 and record["all"]["tagging_accuracy"] == 100
-    assert record["repaired"] == 0 and record["well_formed"] == 40
+    assert record["repaired"] == 0 and record["valid_before_repair"] == 40
     right, frequent = (record["baselines"][k]["all"]["fmeasure"] for k in ("right_branching", "most_frequent_label"))
     assert 0 < right < 60 and 0 < frequent < 100
     assert json.loads((tmp_path / "scores.json").read_text()) == record

@@ -1,11 +1,11 @@
-"""Penn Treebank reader (pipelines/tasks/parsing/treebank.py, tree.py) on the real NLTK sample."""
+"""Penn Treebank reader (pipelines/tasks/parsing/treebank.py, tree.py) on the toy treebank and the real NLTK sample."""
 
 import re
 import zipfile
 
 import pytest
 
-from pipelines.tasks.parsing.linearize import PTB_LABELS
+from pipelines.tasks.parsing.linearize import PTB_LABELS, delinearize, linearize, repair
 from pipelines.tasks.parsing.tree import Leaf, Tree, TreebankError, iter_trees, parse_tree, strip_function_tags
 from pipelines.tasks.parsing.treebank import load_splits, read_mrg, read_mrg_text
 
@@ -21,31 +21,39 @@ def _member(sample_zip, number: int) -> str:
         return archive.read(f"treebank/combined/wsj_{number:04d}.mrg").decode()
 
 
-def test_tree_counts_per_file(sample_zip, sample_trees):
-    assert len(sample_trees) == 3914
+def test_the_nltk_sample(sample_zip, sample_splits):
+    """The real sample's own figures, and every one of its trees normalised and linearised back."""
+    trees = sample_splits["train"] + sample_splits["dev"] + sample_splits["test"]
+    assert len(trees) == 3914
+    assert {name: len(split) for name, split in sample_splits.items()} == {"train": 3396, "dev": 273, "test": 245}
     # Counted independently as top-level bracket groups; wsj_0003 and wsj_0100 are long files.
     expected = {1: 2, 2: 1, 3: 30, 10: 20, 100: 42, 199: 3}
     for number, count in expected.items():
-        trees, errors = read_mrg_text(_member(sample_zip, number), f"wsj_{number:04d}.mrg")
-        assert (len(trees), errors) == (count, []), number
+        read, errors = read_mrg_text(_member(sample_zip, number), f"wsj_{number:04d}.mrg")
+        assert (len(read), errors) == (count, []), number
 
-
-def test_first_tree_normalised(sample_splits):
     first = sample_splits["train"][0]
-    assert first.to_string() == PIERRE_VINKEN
-    assert first.words()[:4] == ["Pierre", "Vinken", ",", "61"]
-    assert first.tags()[-3:] == ["NNP", "CD", "."]
-    assert parse_tree(PIERRE_VINKEN) == first
-
-
-def test_empty_elements_and_function_tags_removed(sample_zip, sample_trees):
+    assert first.to_string() == PIERRE_VINKEN and parse_tree(PIERRE_VINKEN) == first
+    assert first.words()[:4] == ["Pierre", "Vinken", ",", "61"] and first.tags()[-3:] == ["NNP", "CD", "."]
     raw = ("( (S (NP-SBJ (-NONE- *)) (VP (VB Pick) (NP (NP (DT a) (NN country)) (, ,) (NP (DT any) (NN country)))) "
            "(. .)))")
     assert next(iter_trees(_member(sample_zip, 34), normalize=False)).to_string() == raw
-    pick = next(tree for tree in sample_trees if tree.words()[:2] == ["Pick", "a"])
+    pick = next(tree for tree in trees if tree.words()[:2] == ["Pick", "a"])
     assert pick.to_string() == ("(TOP (S (VP (VB Pick) (NP (NP (DT a) (NN country)) (, ,) (NP (DT any) (NN country)))) "
                                 "(. .)))")
-    for tree in sample_trees:
+    lrb = next(tree for tree in trees if tree.words()[:2] == ["-LRB-", "Fewer"])
+    assert lrb.tags()[0] == "-LRB-" and lrb.tags()[-1] == "-RRB-"
+    assert lrb.to_string().startswith("(TOP (S (-LRB- -LRB-) (NP (JJR Fewer))")
+    assert sum(tree.tags().count("-LRB-") for tree in trees) > 50
+    _assert_normalised(trees)
+    for tree in trees:
+        target = linearize(tree)
+        assert delinearize(target, tree.words()) == tree, tree.to_string()
+        assert repair(target, tree.words()) == tree, tree.to_string()
+
+
+def _assert_normalised(trees):
+    for tree in trees:
         assert "-NONE-" not in tree.tags()
         stack = [tree]
         while stack:
@@ -54,6 +62,39 @@ def test_empty_elements_and_function_tags_removed(sample_zip, sample_trees):
             assert node.label in PTB_LABELS or node is tree
             stack.extend(child for child in node.children if isinstance(child, Tree))
         assert tree.label == "TOP"
+
+
+def _toy_files(toy_treebank):
+    return sorted((toy_treebank / "combined").glob("wsj_*.mrg"))
+
+
+def test_tree_counts_per_file(toy_treebank, toy_trees):
+    assert len(toy_trees) == 720
+    files = _toy_files(toy_treebank)
+    assert [file.name for file in files] == [f"wsj_{number:04d}.mrg" for number in range(1, 200)]
+    for file in files:
+        text = file.read_text()
+        # Counted independently: a tree starts on a line opening with "( (", its inner lines are indented.
+        read, errors = read_mrg_text(text, file.name)
+        assert (len(read), errors) == (sum(line.startswith("( (") for line in text.splitlines()), []), file.name
+
+
+def test_empty_elements_and_function_tags_removed(toy_treebank, toy_trees):
+    raw = [tree for file in _toy_files(toy_treebank) for tree in iter_trees(file.read_text(), normalize=False)]
+    assert len(raw) == len(toy_trees)
+    written = "\n".join(tree.to_string() for tree in raw)
+    for marked in ("(-NONE- *T*-1)", "(-NONE- 0)", "(-NONE- *-1)", "(-NONE- *U*)", "(NP-SBJ ", "(S-TPC-1 ",
+                   "(PP-LOC ", "(NP-TMP "):
+        assert marked in written, marked
+    for before, after in zip(raw, toy_trees):
+        assert parse_tree(before.to_string()) == after
+        if "*T*-1" in before.to_string():
+            # (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-1)))): the SBAR goes with the S it empties.
+            assert "(VP (VBD said))" in after.to_string(), after.to_string()
+    _assert_normalised(toy_trees)
+    assert parse_tree(toy_trees[0].to_string()) == toy_trees[0]
+    lrb = next(tree for tree in toy_trees if "-LRB-" in tree.words())
+    assert "(PRN (-LRB- -LRB-) (ADVP (RB " in lrb.to_string() and lrb.tags().count("-RRB-") == 1
 
 
 def test_recursive_emptying_and_labels():
@@ -71,27 +112,30 @@ def test_recursive_emptying_and_labels():
     assert parse_tree(raw.to_string(), normalize=False) == raw
 
 
-def test_lrb_rrb_intact(sample_trees):
-    tree = next(tree for tree in sample_trees if tree.words()[:2] == ["-LRB-", "Fewer"])
-    assert tree.tags()[0] == "-LRB-" and tree.tags()[-1] == "-RRB-"
-    assert tree.to_string().startswith("(TOP (S (-LRB- -LRB-) (NP (JJR Fewer))")
-    assert sum(tree.tags().count("-LRB-") for tree in sample_trees) > 50
+def test_splits_by_file(toy_splits, toy_treebank):
+    assert {name: len(trees) for name, trees in toy_splits.items()} == {"train": 600, "dev": 60, "test": 60}
+    last_of_train = read_mrg(toy_treebank / "combined" / "wsj_0159.mrg")[0]
+    first_of_dev = read_mrg(toy_treebank / "combined" / "wsj_0160.mrg")[0]
+    last_of_dev = read_mrg(toy_treebank / "combined" / "wsj_0179.mrg")[0]
+    first_of_test = read_mrg(toy_treebank / "combined" / "wsj_0180.mrg")[0]
+    assert toy_splits["train"][-len(last_of_train):] == last_of_train
+    assert toy_splits["dev"][: len(first_of_dev)] == first_of_dev
+    assert toy_splits["dev"][-len(last_of_dev):] == last_of_dev
+    assert toy_splits["test"][: len(first_of_test)] == first_of_test
 
 
-def test_splits_by_file(sample_splits, sample_zip):
-    sizes = {name: len(trees) for name, trees in sample_splits.items()}
-    assert sizes == {"train": 3396, "dev": 273, "test": 245}
-    last_of_train = read_mrg_text(_member(sample_zip, 159), "wsj_0159.mrg")[0]
-    first_of_dev = read_mrg_text(_member(sample_zip, 160), "wsj_0160.mrg")[0]
-    assert sample_splits["train"][-len(last_of_train):] == last_of_train
-    assert sample_splits["dev"][: len(first_of_dev)] == first_of_dev
-
-
-def test_unpacked_sample_folder(tmp_path, sample_zip, sample_splits):
-    with zipfile.ZipFile(sample_zip) as archive:
-        archive.extractall(tmp_path / "corpora", [n for n in archive.namelist() if n.startswith("treebank/combined/")])
-    assert load_splits(tmp_path / "corpora" / "treebank") == sample_splits
-    assert load_splits(tmp_path / "corpora") == sample_splits
+def test_unpacked_sample_folder(tmp_path, toy_treebank, toy_splits):
+    # The same files as the sample's zip holds them (treebank/combined/...) read alike in all three forms.
+    archive_path = tmp_path / "treebank.zip"
+    with zipfile.ZipFile(archive_path, "w") as archive:
+        for file in _toy_files(toy_treebank):
+            archive.write(file, f"treebank/combined/{file.name}")
+    assert load_splits(archive_path) == toy_splits
+    with zipfile.ZipFile(archive_path) as archive:
+        archive.extractall(tmp_path / "corpora")
+    assert load_splits(tmp_path / "corpora" / "treebank") == toy_splits
+    assert load_splits(tmp_path / "corpora") == toy_splits
+    assert load_splits(tmp_path / "corpora" / "treebank" / "combined") == toy_splits
 
 
 def test_wsj_sections(tmp_path):
