@@ -18,7 +18,8 @@ from typing import Any
 
 from prefect import flow
 
-from flows.pipeline import PipelineConfig, load_pipeline_config, main, run_pipeline
+from flows.pipeline_config import PipelineConfig, load_pipeline_config
+from flows.preflight import existing_path
 from pipelines.tasks.parsing.data import TreebankConfig
 from pipelines.tasks.parsing.evaluation import ParseEvalConfig
 from pipelines.tasks.parsing.task import ParsingTask
@@ -42,8 +43,20 @@ def load_parsing_config(path: str | Path, overrides: dict[str, Any] | None = Non
 @flow(name="transformer-parsing", log_prints=False)
 def parsing_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | None = None) -> dict[str, Any]:
     """Treebank -> vocabularies -> train -> average -> parse and score (-> export), tracked in MLflow."""
+    from flows.pipeline import run_pipeline
+
     return run_pipeline(load_parsing_config(config_path, overrides))
 
 
+def check_data(data: TreebankConfig) -> None:
+    """The treebank the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
+    from pipelines.tasks.parsing.treebank import HOW_TO_GET_SAMPLE
+
+    existing_path("data.path", data.path, HOW_TO_GET_SAMPLE)
+
+
 if __name__ == "__main__":
-    sys.exit(main(parsing_pipeline, DEFAULT_CONFIG, __doc__))
+    from flows.cli import main
+
+    sys.exit(main("python -m flows.parsing", parsing_pipeline, ParsingPipelineConfig, DEFAULT_CONFIG, __doc__,
+                  check_data))

@@ -17,12 +17,8 @@ finished run. ``flows/translation.py`` and ``flows/parsing.py`` are the two task
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import logging
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +33,7 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
     parse_overrides,
     point_latest_at,
 )
+from flows.preflight import check_run_dir
 from flows.run_state import (
     STATE_FILE,
     exclusive,
@@ -57,7 +54,8 @@ from flows.stages import (
     train_timeout,
 )
 from flows.tracking import Tracker, artifact_key
-from pipelines.config import ConfigError, merge, to_dict
+from pipelines.config import to_dict
+from pipelines.quiet_tensorflow import import_quietly
 
 logger = logging.getLogger(__name__)
 
@@ -67,12 +65,8 @@ logger = logging.getLogger(__name__)
 def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
     """Runs every stage of ``config.task`` under one MLflow run; call it inside a Prefect flow."""
     run_dir = Path(config.run_dir)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ConfigError(f"run_dir={config.run_dir!r}: cannot create it ({err})") from err
-    if not os.access(run_dir, os.W_OK):
-        raise ConfigError(f"run_dir={config.run_dir!r}: not writable")
+    check_run_dir(run_dir)
+    import_quietly()  # before any stage imports TensorFlow: its start-up lines are noise
     with exclusive(run_dir):
         return _run_stages(config, run_dir)
 
@@ -225,42 +219,3 @@ def _signatures(scores: dict[str, Any], prefix: str = "") -> dict[str, str]:
         elif isinstance(value, str) and ("signature" in key or key == "label"):
             tags[f"{prefix}{key}"] = value
     return tags
-
-
-def main(flow_fn: Callable[..., dict[str, Any]], default_config: str, doc: str,
-         argv: list[str] | None = None) -> int:
-    """The command line of a task's flow: run it, print what was written and three examples."""
-    prog = f"python -m {flow_fn.__module__}"
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
-    parser.add_argument("--config", default=default_config, help="pipeline YAML file")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override one setting (YAML value), e.g. --set data.path=treebank.zip; repeatable")
-    parser.add_argument("--train-steps", type=int,
-                        help="override train.train_steps (checkpointing every fifth of them)")
-    parser.add_argument("--new-run", action="store_true",
-                        help="start a new MLflow run even if the run_dir's last one is unfinished (resume: never)")
-    parser.add_argument("--run-id", help="continue this MLflow run (run_id)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        overrides = parse_overrides(args.set)
-        if args.train_steps:
-            every = max(1, args.train_steps // 5)
-            overrides = merge(overrides, {"train": {"train_steps": args.train_steps,
-                                                    "checkpoint_every_steps": every}})
-        if args.new_run:
-            overrides["resume"] = "never"
-        if args.run_id:
-            overrides["run_id"] = args.run_id
-        result = flow_fn(args.config, overrides or None)
-    except ConfigError as err:
-        logger.error("%s", err)
-        return 2
-    # The job's result, for the terminal: what was written where, the scores, three examples.
-    print(json.dumps(result, indent=2, default=str))
-    split = result["scores"]["scores"]["evaluation"]["split"]
-    print(f"\nExamples ({split} split):")
-    for example in result["scores"]["examples"]:
-        print(f"  source:    {example['source']}\n  reference: {example['reference']}\n"
-              f"  output:    {example['translation']}\n")
-    return 0

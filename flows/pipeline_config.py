@@ -127,10 +127,11 @@ def point_latest_at(link: Path, target: Path) -> None:
     temporary.replace(link)
 
 
-def load_pipeline_config(cls: type[PipelineConfig], path: str | Path,
-                         overrides: dict[str, Any] | None = None) -> PipelineConfig:
-    """The pipeline config of a YAML file; ``overrides`` is a nested dict applied on top."""
-    return load_config(cls, path, overrides=overrides)
+def load_pipeline_config(cls: type[PipelineConfig], path: str | Path, overrides: dict[str, Any] | None = None,
+                         overrides_source: str = "overrides") -> PipelineConfig:
+    """The pipeline config of a YAML file; ``overrides`` is a nested dict applied on top (errors in
+    it are said to come from ``overrides_source``, e.g. ``--set``)."""
+    return load_config(cls, path, overrides=overrides, overrides_source=overrides_source)
 
 
 def parse_overrides(settings: list[str]) -> dict[str, Any]:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.tracking import Tracker
-from pipelines.averaging import AveragingConfig
-from pipelines.input_pipeline import InputConfig
-from pipelines.tasks.base import Task
-from pipelines.tokenization import TokenizerConfig
-from pipelines.training import TrainConfig
+if TYPE_CHECKING:  # the stages import what they run when they run it (TensorFlow behind most)
+    from flows.tracking import Tracker
+    from pipelines.averaging import AveragingConfig
+    from pipelines.input_pipeline import InputConfig
+    from pipelines.tasks.base import Task
+    from pipelines.tokenization import TokenizerConfig
+    from pipelines.training import TrainConfig
 
 HOUR = 3600
 #: OSErrors that a retry cannot cure: the thing is missing, forbidden, or the machine is offline.

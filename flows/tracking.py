@@ -5,6 +5,8 @@ fresh machine tracks experiments with nothing started by hand; set ``tracking.tr
 the environment's ``MLFLOW_TRACKING_URI``) to use a team's MLflow server instead. With a server,
 artifacts go where the server says (``mlflow server --serve-artifacts`` proxies them), and a
 server that does not answer fails the flow at its start, naming the URI, before any work.
+MLflow itself is imported when a run starts, not with this module: the settings (``TrackingConfig``)
+are read by the command line before anything else, and importing MLflow takes most of a second.
 """
 
 from __future__ import annotations
@@ -17,13 +19,10 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import mlflow
-from mlflow.entities import Metric, Param
-from mlflow.tracking import MlflowClient
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +109,8 @@ class Tracker:
     """A thin handle on one MLflow run, safe to use from Prefect task threads."""
 
     def __init__(self, tracking_uri: str, run_id: str):
+        from mlflow.tracking import MlflowClient
+
         self.tracking_uri = tracking_uri
         self.run_id = run_id
         self.client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
@@ -119,6 +120,9 @@ class Tracker:
               tags: dict[str, str] | None = None, named: bool = False) -> Tracker:
         """A new MLflow run, or ``resume_run_id`` continued if it is unfinished (``named``: in any
         state; a named run that does not exist is an error)."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         uri = resolve_tracking_uri(config, run_dir)
@@ -140,7 +144,7 @@ class Tracker:
                     client.update_run(resume_run_id, status="RUNNING")
                     logger.info("resuming MLflow run %s", resume_run_id)
                     return cls(uri, resume_run_id)
-            except mlflow.exceptions.MlflowException as err:
+            except MlflowException as err:
                 if named:
                     from pipelines.config import ConfigError
 
@@ -151,6 +155,8 @@ class Tracker:
         return cls(uri, run.info.run_id)
 
     def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
         existing = self.client.get_run(self.run_id).data.params
         flat = flatten(params)
         # A resumed run keeps its parameters; MLflow refuses to change a logged value. Settings
@@ -170,6 +176,8 @@ class Tracker:
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         import time
+
+        from mlflow.entities import Metric
 
         timestamp = int(time.time() * 1000)
         entries = [
@@ -196,7 +204,11 @@ class Tracker:
         from pipelines.corpus import SPLITS, Corpus
 
         corpus = Corpus.load(corpus_dir, verify=False)
-        source = resolve_dataset_source(str(Path(corpus_dir).resolve()))
+        with warnings.catch_warnings():
+            # MLflow registers its local-file source under two schemes ("" and "file"), two classes
+            # of one name, and warns that a path "can be interpreted in multiple ways": it cannot.
+            warnings.filterwarnings("ignore", "The specified dataset source can be interpreted in multiple ways")
+            source = resolve_dataset_source(str(Path(corpus_dir).resolve()))
         inputs = [DatasetInput(MetaDataset(source, name=f"{name}-{split}", digest=corpus.fingerprint(split))
                                ._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", split)])
                   for split in SPLITS]

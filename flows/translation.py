@@ -16,7 +16,8 @@ from typing import Any
 
 from prefect import flow
 
-from flows.pipeline import PipelineConfig, load_pipeline_config, main, run_pipeline
+from flows.pipeline_config import PipelineConfig, load_pipeline_config
+from flows.preflight import existing_path
 from pipelines.tasks.translation.evaluation import EvalConfig
 from pipelines.tasks.translation.sources import SourceConfig
 from pipelines.tasks.translation.task import TranslationTask
@@ -44,8 +45,19 @@ def translation_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | No
     ``overrides`` is a nested dict applied over the YAML file, e.g.
     ``{"train": {"train_steps": 20}}``; a deployment passes it as a parameter.
     """
+    from flows.pipeline import run_pipeline
+
     return run_pipeline(load_translation_config(config_path, overrides))
 
 
+def check_data(data: SourceConfig) -> None:
+    """The folders the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
+    existing_path("data.folder", data.folder if data.source == "folder" else None)
+    existing_path("data.translations_dir", data.translations_dir)
+
+
 if __name__ == "__main__":
-    sys.exit(main(translation_pipeline, DEFAULT_CONFIG, __doc__))
+    from flows.cli import main
+
+    sys.exit(main("python -m flows.translation", translation_pipeline, TranslationPipelineConfig, DEFAULT_CONFIG,
+                  __doc__, check_data))

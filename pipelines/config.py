@@ -3,16 +3,18 @@
 Every stage of the pipeline takes a single dataclass (``DownloadConfig``, ``TokenizerConfig``,
 ``InputConfig``, ``TrainConfig``, ...). This module turns YAML files or plain dicts into those
 dataclasses, recursing into nested dataclass fields, and rejects unknown keys with an error that
-names the file and the key, so that a typo fails before any work is done.
+names the file, the line and the key (and the closest known key), so that a typo fails in one line
+before any work is done.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 
@@ -60,11 +62,46 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
 
 
-def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict>") -> T:
+class Origin(NamedTuple):
+    """Where the settings came from, so that an error can point at the line to fix.
+
+    ``lines`` maps a key path (``("train", "warmup_steps")``) to its line in ``source``;
+    ``overridden`` holds the key paths that came from ``overrides_source`` instead (``--set``).
+    """
+
+    source: str
+    lines: dict[tuple[str, ...], int] = {}
+    overridden: frozenset[tuple[str, ...]] = frozenset()
+    overrides_source: str = "overrides"
+
+    def where(self, path: tuple[str, ...], shown: tuple[str, ...] | None = None) -> str:
+        """``file:line: key``: the line of ``path`` (or of its nearest enclosing key that has one),
+        the key ``shown`` (default ``path``); ``--set key`` for a setting that came from there."""
+        key = ".".join(path if shown is None else shown)
+        if path in self.overridden:
+            return f"{self.overrides_source} {'.'.join(path)}"
+        for depth in range(len(path), 0, -1):
+            line = self.lines.get(path[:depth])
+            if line is not None:
+                return f"{self.source}:{line}: {key}" if key else f"{self.source}:{line}"
+        return f"{self.source}:{key}" if key else self.source
+
+
+def _suggestion(unknown: str, known: list[str], prefix: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {'.'.join((*prefix, close[0]))}?"
+    return f"known: {', '.join(known)}"
+
+
+def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str | Origin = "<dict>",
+              _path: tuple[str, ...] = ()) -> T:
     """Builds dataclass ``cls`` from ``data``; nested dataclass fields take nested dicts.
 
-    Raises ``ConfigError`` naming ``source`` and the offending key for unknown keys.
+    Raises ``ConfigError`` naming ``source`` (with the line, when it is an :class:`Origin` with
+    lines) and the offending key, with the closest known key for an unknown one.
     """
+    origin = source if isinstance(source, Origin) else Origin(source)
     data = dict(data or {})
     if not _is_dataclass_type(cls):
         raise TypeError(f"{cls!r} is not a dataclass type")
@@ -72,18 +109,18 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"{source}: unknown setting(s) {unknown} for {cls.__name__}; "
-            f"known settings are {sorted(fields)}"
-        )
+        key = unknown[0]
+        more = f" (and {unknown[1:]})" if len(unknown) > 1 else ""
+        raise ConfigError(f"{origin.where((*_path, key))}: unknown setting of {cls.__name__}{more}; "
+                          f"{_suggestion(key, sorted(fields), _path)}")
     kwargs = {}
     for name, value in data.items():
         tp = _unwrap_optional(hints.get(name, Any))
         if _is_dataclass_type(tp) and isinstance(value, dict):
-            value = from_dict(tp, value, source=f"{source}:{name}")
+            value = from_dict(tp, value, source=origin, _path=(*_path, name))
         elif not _matches(value, hints.get(name, Any)):
             # Before the dataclass sees it: "vocab_size: abc" must not surface as a comparison error.
-            raise ConfigError(f"{source}: {cls.__name__}.{name}={value!r}: expected "
+            raise ConfigError(f"{origin.where((*_path, name), _path)}: {cls.__name__}.{name}={value!r}: expected "
                               f"{_type_name(hints.get(name, Any))}, got {type(value).__name__}")
         elif typing.get_origin(tp) is tuple and isinstance(value, list):
             value = tuple(value)
@@ -92,8 +129,8 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str = "<dict
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
         if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(f"{source}: invalid {cls.__name__}: {err}") from err
+            raise ConfigError(f"{origin.where(_path)}: {err}") from err
+        raise ConfigError(f"{origin.where(_path)}: invalid {cls.__name__}: {err}") from err
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -105,35 +142,63 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _key_lines(node: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
+    """The line (1-based) of every key of a composed YAML mapping, by key path."""
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                path = (*prefix, key.value)
+                lines[path] = key.start_mark.line + 1
+                lines.update(_key_lines(value, path))
+    return lines
+
+
+def _key_paths(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    paths = set()
+    for key, value in data.items():
+        paths.add((*prefix, key))
+        if isinstance(value, dict):
+            paths |= _key_paths(value, (*prefix, key))
+    return paths
+
+
 def load_config(cls: type[T], path: str | Path, *, section: str | None = None,
-                overrides: dict[str, Any] | None = None) -> T:
+                overrides: dict[str, Any] | None = None, overrides_source: str = "overrides") -> T:
     """Loads dataclass ``cls`` from a YAML file (optionally one top-level ``section`` of it).
 
     ``overrides`` (a nested dict) is merged into the file's settings before anything is built,
     so defaults derived from one setting (paths under ``run_dir``) follow the overridden value.
+    Errors name the file and line of a setting, or ``overrides_source`` (``--set``) for one
+    that came from ``overrides``.
     """
     path = Path(path)
     try:
-        with path.open(encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) or {}
+        lines = _key_lines(yaml.compose(text, Loader=yaml.SafeLoader))
     except FileNotFoundError as err:
         raise ConfigError(f"config file not found: {path}") from err
+    except IsADirectoryError as err:
+        raise ConfigError(f"{path}: a directory, not a config file") from err
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from err
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    source = str(path)
     if section is not None:
         if section not in data:
             raise ConfigError(f"{path}: no section '{section}' (sections: {sorted(data)})")
         data = data[section]
-        source = f"{path}:{section}"
+    overridden: set[tuple[str, ...]] = set()
     if overrides:
         if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
+            raise ConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
         data = merge(data, overrides)
-        source = f"{source} + overrides"
-    return from_dict(cls, data, source=source)
+        overridden = _key_paths(overrides, (section,) if section else ())
+    origin = Origin(str(path), lines, frozenset(overridden), overrides_source)
+    return from_dict(cls, data, source=origin, _path=(section,) if section else ())
 
 
 def add_config_arguments(parser, cls: type) -> None:

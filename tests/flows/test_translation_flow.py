@@ -337,7 +337,7 @@ def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
     config = yaml.safe_load(path.read_text())
     config["evaluation"]["split"] = "tset"
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError, match=r"pipeline.yaml:evaluation: .*split must be one of .*'tset'"):
+    with pytest.raises(ConfigError, match=r"pipeline.yaml:\d+: evaluation: .*split must be one of .*'tset'"):
         load_pipeline_config(path)
 
 
@@ -361,8 +361,19 @@ def test_unknown_setting_names_the_file_and_key(tmp_path):
 
     path = tmp_path / "bad.yaml"
     path.write_text("run_dir: x\ntrain:\n  preset: demo\n  warmup_step: 10\n")
-    with pytest.raises(ConfigError, match=r"bad.yaml:train: unknown setting\(s\) \['warmup_step'\]"):
+    with pytest.raises(ConfigError, match=r"^\S*bad.yaml:4: train.warmup_step: unknown setting of TrainConfig; "
+                                          r"did you mean train.warmup_steps\?$"):
         load_pipeline_config(path)
+    # A setting given on the command line is named as such, with the closest known key.
+    from flows.pipeline_config import load_pipeline_config as load
+    from flows.translation import TranslationPipelineConfig
+
+    with pytest.raises(ConfigError, match=r"^--set train.warmup_stepz: unknown setting of TrainConfig; "
+                                          r"did you mean train.warmup_steps\?$"):
+        load(TranslationPipelineConfig, DEMO, {"train": {"warmup_stepz": 10}}, overrides_source="--set")
+    with pytest.raises(ConfigError, match=r"^--set trian: unknown setting of TranslationPipelineConfig; "
+                                          r"did you mean train\?$"):
+        load(TranslationPipelineConfig, DEMO, {"trian": {"train_steps": 10}}, overrides_source="--set")
 
 
 def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():

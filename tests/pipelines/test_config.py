@@ -49,7 +49,7 @@ def test_the_real_tokenizer_setting_from_yaml(tmp_path):
 
     path = tmp_path / "t.yaml"
     path.write_text("tokenizer:\n  vocab_size: abc\n")
-    with pytest.raises(ConfigError, match=r"t.yaml:tokenizer: TokenizerConfig.vocab_size='abc': expected int"):
+    with pytest.raises(ConfigError, match=r"t.yaml:2: tokenizer: TokenizerConfig.vocab_size='abc': expected int"):
         load_config(TokenizerConfig, path, section="tokenizer")
 
 

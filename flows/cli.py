@@ -1,0 +1,127 @@
+"""The command line of the task flows (``python -m flows.translation``, ``flows.parsing``): one
+contract for errors and output.
+
+A user error (a setting that does not exist or does not fit, data that is missing or malformed, a
+server or network that does not answer) exits 2 with one line naming the file and line, or the
+key, of what to fix (and the closest known key for a typo). The settings and whatever else can be
+checked cheaply (:mod:`flows.preflight`) are checked before Prefect, MLflow or TensorFlow is
+imported, so such a line comes within about a second. Anything else is a bug and keeps its
+traceback (exit 1); ``--debug`` shows every traceback, Prefect's included.
+
+Prefect, MLflow and TensorFlow are imported only once the run starts: ``--help`` and a config
+error do not wait for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from flows.pipeline_config import load_pipeline_config, parse_overrides
+from flows.preflight import check_before_start
+from pipelines.config import ConfigError, merge
+from pipelines.textfiles import DataError
+
+logger = logging.getLogger(__name__)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What a user fixes (settings, data, an unreachable server), not a bug to trace."""
+    from pipelines.corpus import OfflineError
+
+    return ConfigError, DataError, OfflineError
+
+
+def build_parser(prog: str, doc: str, default_config: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--config", default=default_config, help="pipeline YAML file (default %(default)s)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one setting (YAML value), e.g. --set data.path=treebank.zip; repeatable")
+    parser.add_argument("--train-steps", type=int,
+                        help="override train.train_steps (checkpointing every fifth of them)")
+    parser.add_argument("--new-run", action="store_true",
+                        help="start a new MLflow run even if the run_dir's last one is unfinished (resume: never)")
+    parser.add_argument("--run-id", help="continue this MLflow run (run_id)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of user errors too")
+    return parser
+
+
+def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The nested overrides the options stand for (``--set``, ``--train-steps``, ``--new-run``, ``--run-id``)."""
+    overrides = parse_overrides(args.set)
+    if args.train_steps:
+        every = max(1, args.train_steps // 5)
+        overrides = merge(overrides, {"train": {"train_steps": args.train_steps, "checkpoint_every_steps": every}})
+    if args.new_run:
+        overrides["resume"] = "never"
+    if args.run_id:
+        overrides["run_id"] = args.run_id
+    return overrides
+
+
+def one_line(err: BaseException) -> str:
+    return re.sub(r"\s*\n\s*", " ", str(err)).strip() or type(err).__name__
+
+
+class _NoUserErrorTraceback(logging.Filter):
+    """Drops the traceback from Prefect's records of a run failed by a user error (the message stays)."""
+
+    def __init__(self, errors: tuple[type[BaseException], ...]):
+        super().__init__()
+        self.errors = errors
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], self.errors):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def main(prog: str, flow_fn: Callable[..., dict[str, Any]], config_class: type, default_config: str, doc: str,
+         check_data: Callable[[Any], None] | None = None, argv: list[str] | None = None) -> int:
+    """Checks the settings, runs the flow, prints what was written, the scores and three examples.
+
+    ``check_data(config.data)`` is the task's check of its data settings (:mod:`flows.preflight`).
+    """
+    parser = build_parser(prog, doc, default_config)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    errors = user_errors()
+    try:
+        overrides = overrides_of(args)
+        config = load_pipeline_config(config_class, args.config, overrides, overrides_source="--set")
+        check_before_start(config, check_data)
+    except errors as err:
+        return _fail(prog, err, args.debug)
+    if not args.debug:
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).addFilter(_NoUserErrorTraceback(errors))
+    try:
+        result = flow_fn(args.config, overrides or None)
+    except errors as err:
+        return _fail(prog, err, args.debug)
+    _report(result)
+    return 0
+
+
+def _fail(prog: str, err: BaseException, debug: bool) -> int:
+    if debug:
+        logger.exception("%s", err)
+    print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+    return 2
+
+
+def _report(result: dict[str, Any]) -> None:
+    """The job's result, for the terminal: what was written where, the scores, three examples."""
+    print(json.dumps(result, indent=2, default=str))
+    split = result["scores"]["scores"]["evaluation"]["split"]
+    if result["scores"].get("headline"):
+        print(f"\n{result['scores']['headline']}")
+    print(f"\nExamples ({split} split):")
+    for example in result["scores"]["examples"]:
+        print(f"  source:    {example['source']}\n  reference: {example['reference']}\n"
+              f"  output:    {example['translation']}\n")
