@@ -4,9 +4,9 @@ A linearised tree (section 6.3; Vinyals et al. 2015) holds one slot per word, in
 ``(S (NP NNP NNP )NP (VP VBZ ... )VP . )S``. Before each target token the number of slots written
 so far is the index of the next word to be covered, so a parser never has to learn that counting
 alignment through attention; with ~3k training trees it does not (tagging accuracy 16% after an
-hour). Liu, Zhang & Shi (2018, "deterministic attention") give the decoder the encoder state of
-the current word; this layer does the same by addition: at target position ``t`` the decoder input
-gets ``W h_j``, where ``h_j`` is the encoder output at the first subword piece of word
+hour). Liu, Zhu & Shi (2018, "Improving Sequence-to-Sequence Constituency Parsing", deterministic
+attention) give the decoder the encoder state of the current word; this layer does the same by
+addition: at target position ``t`` the decoder input gets ``W h_j``, where ``h_j`` is the encoder output at the first subword piece of word
 ``j = (slots among target inputs 0..t)`` and ``W`` a learned ``d_model x d_model`` projection. Once
 every word is covered ``h_j`` is zero, which tells the decoder that only closing brackets remain.
 
