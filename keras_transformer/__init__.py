@@ -8,23 +8,48 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_transformer.attention import MultiHeadAttention, scaled_dot_product_attention
-from keras_transformer.config import TransformerConfig
-from keras_transformer.decoder import TransformerDecoderLayer
-from keras_transformer.embedding import ScaledEmbedding
-from keras_transformer.encoder import TransformerEncoderLayer
-from keras_transformer.feed_forward import PositionwiseFeedForward
-from keras_transformer.losses import LabelSmoothedCrossEntropy, label_smoothed_nll
-from keras_transformer.metrics import MaskedAccuracy, Perplexity
-from keras_transformer.positional_encoding import (
-    LearnedPositionalEmbedding,
-    SinusoidalPositionalEncoding,
-    sinusoidal_encoding,
-)
-from keras_transformer.presets import Preset, get_preset, preset_names
-from keras_transformer.residual import PostNormResidual, PreNormResidual
-from keras_transformer.schedules import TransformerSchedule, transformer_adam
-from keras_transformer.transformer import Transformer, causal_mask
+# Imported on first use (PEP 562): a command that only reads settings or presets must not wait for
+# Keras and TensorFlow. Importing a name imports its module, which registers its layers with Keras.
+_EXPORTS = {
+    'MultiHeadAttention': 'keras_transformer.attention',
+    'scaled_dot_product_attention': 'keras_transformer.attention',
+    'TransformerConfig': 'keras_transformer.config',
+    'TransformerDecoderLayer': 'keras_transformer.decoder',
+    'ScaledEmbedding': 'keras_transformer.embedding',
+    'TransformerEncoderLayer': 'keras_transformer.encoder',
+    'PositionwiseFeedForward': 'keras_transformer.feed_forward',
+    'LabelSmoothedCrossEntropy': 'keras_transformer.losses',
+    'label_smoothed_nll': 'keras_transformer.losses',
+    'MaskedAccuracy': 'keras_transformer.metrics',
+    'Perplexity': 'keras_transformer.metrics',
+    'LearnedPositionalEmbedding': 'keras_transformer.positional_encoding',
+    'SinusoidalPositionalEncoding': 'keras_transformer.positional_encoding',
+    'sinusoidal_encoding': 'keras_transformer.positional_encoding',
+    'Preset': 'keras_transformer.presets',
+    'get_preset': 'keras_transformer.presets',
+    'preset_names': 'keras_transformer.presets',
+    'PostNormResidual': 'keras_transformer.residual',
+    'PreNormResidual': 'keras_transformer.residual',
+    'TransformerSchedule': 'keras_transformer.schedules',
+    'transformer_adam': 'keras_transformer.schedules',
+    'Transformer': 'keras_transformer.transformer',
+    'causal_mask': 'keras_transformer.transformer',
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "LabelSmoothedCrossEntropy",

@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from keras_transformer.config import TransformerConfig
-from keras_transformer.schedules import transformer_adam
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,8 @@ class TrainingRecipe:
         progress the training stage sets; ``compile()`` leaves it out: ``fit`` does not know
         where a run ends.
         """
+        from keras_transformer.schedules import transformer_adam  # Keras, imported when one is built
+
         return transformer_adam(d_model, self.warmup_steps, self.adam_beta_1, self.adam_beta_2, self.adam_epsilon,
                                 scale=self.learning_rate_scale, decay_fraction=decay_fraction)
 

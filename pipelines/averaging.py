@@ -12,11 +12,13 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from keras_transformer.checkpoint_averaging import AveragingResult, average_checkpoints
-from keras_transformer.checkpoints import read_model_config
 from keras_transformer.presets import get_preset
 from pipelines.config import ConfigError, load_config
+
+if TYPE_CHECKING:  # TensorFlow: imported when a run averages, not to read these settings
+    from keras_transformer.checkpoint_averaging import AveragingResult
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ def checkpoints_to_average(config: AveragingConfig) -> int:
     """``config.last_n``, or the run's preset's number (5 for base, 20 for big)."""
     if config.last_n is not None:
         return config.last_n
+    from keras_transformer.checkpoints import read_model_config
+
     info = read_model_config(config.checkpoint_dir)
     if info is None or not info.get("preset"):
         raise ConfigError(
@@ -51,6 +55,8 @@ def checkpoints_to_average(config: AveragingConfig) -> int:
 
 def run_averaging(config: AveragingConfig) -> AveragingResult:
     """Averages the newest checkpoints of ``config.checkpoint_dir`` into ``config.output_dir``."""
+    from keras_transformer.checkpoint_averaging import average_checkpoints
+
     last_n = checkpoints_to_average(config)
     logger.info("averaging the last %d checkpoints of %s into %s", last_n,
                 config.checkpoint_dir, config.output_dir)

@@ -18,9 +18,10 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tensorflow as tf
+if TYPE_CHECKING:  # imported where used: reading the settings must not import it
+    import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ def split_cpu(num_devices: int) -> list[str]:
     variable or model of the process). Calling it again with the same number is harmless;
     with a different number after initialisation it raises ``DistributionError``.
     """
+    import tensorflow as tf
+
     if not isinstance(num_devices, int) or num_devices < 1:
         raise DistributionError(f"num_devices must be a positive integer, got {num_devices!r}")
     cpus = tf.config.list_physical_devices("CPU")
@@ -131,6 +134,8 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
     ``MultiWorkerMirroredStrategy`` must be created before TensorFlow runs any operation in the
     process (it configures the collective ops); build it first thing.
     """
+    import tensorflow as tf
+
     if kind not in STRATEGY_KINDS:
         raise DistributionError(f"unknown strategy {kind!r}; use one of {STRATEGY_KINDS}")
     if kind == "auto":
@@ -157,6 +162,8 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
 
 
 def _local_strategy(kind: str, devices: list[str] | None) -> tf.distribute.Strategy:
+    import tensorflow as tf
+
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if kind == "one_device":
         if devices and len(devices) != 1:
@@ -173,6 +180,8 @@ def _local_strategy(kind: str, devices: list[str] | None) -> tf.distribute.Strat
 
 def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     """A small JSON-able description (kind, replicas, workers, task) for logs and run params."""
+    import tensorflow as tf
+
     info = strategy_cluster_info(strategy)
     if is_multi_worker(strategy):
         kind = "multi_worker"
@@ -193,6 +202,8 @@ def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    import tensorflow as tf
+
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
