@@ -82,30 +82,28 @@ class TrainerStep:
     """One optimizer step of our training stage on the next batch(es) of ``dataset``."""
 
     def __init__(self, arch, vocab, dataset, tokens_per_step, work_dir, one_batch):
-        from pipelines.training import TrainConfig
+        from pipelines.training import TrainConfig, build_configured_strategy
         from pipelines.training.data import distributed_dataset
-        from pipelines.training.trainer import _Trainer
+        from pipelines.training.runner import build_model
+        from pipelines.training.steps import StepFunctions
+        from pipelines.vocabulary import Vocabulary
 
         config = TrainConfig(preset="cpu-small", model=arch, label_smoothing=0.0, train_minutes=0,
                              tokens_per_step=tokens_per_step, accumulation_batches=1 if one_batch else None,
                              checkpoint_dir=str(work_dir), progress_bar=False)
-        trainer = _Trainer(config, dataset, vocab, None, None, None, None, None)
-        trainer.build()
-        dist = distributed_dataset(trainer)
-        trainer.make_step_functions(dist.element_spec)
-        self.trainer, self.iterator = trainer, iter(dist)
+        plan, strategy = config.resolved(), build_configured_strategy(config)
+        model, optimizer = build_model(config, Vocabulary(vocab), strategy)
+        dist = distributed_dataset(strategy, dataset)
+        self.steps = StepFunctions(strategy, model, optimizer, dist.element_spec, label_smoothing=plan.label_smoothing,
+                                   tokens_per_step=plan.tokens_per_batch,
+                                   accumulation_batches=config.accumulation_batches)
+        self.iterator = iter(dist)
         self.tokens = 0.0
 
     def __call__(self):
-        trainer, batches = self.trainer, 0
-        totals = tf.zeros([5], tf.float64)
-        while True:
-            totals += tf.cast(trainer.accumulate(next(self.iterator)), tf.float64)
-            batches += 1
-            if trainer.step_complete(batches, float(totals[1])):
-                break
+        totals, _ = self.steps.accumulate_step(self.iterator)
         self.tokens = float(totals[1])
-        trainer.apply(tf.constant(self.tokens, tf.float32))
+        self.steps.apply(tf.constant(self.tokens, tf.float32))
 
 
 def adam(learning_rate):

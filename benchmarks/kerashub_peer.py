@@ -128,9 +128,10 @@ def corpus_and_tokenizer(args):
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
+    from pipelines.vocabulary import Vocabulary
 
     corpus = Corpus.load(args.corpus_dir or prepare_corpus(SourceConfig(
         source="ddtp", language_pair="en-de", output_dir=str(args.work_dir / "data"))))
-    model_path = args.tokenizer or train_tokenizer(corpus, TokenizerConfig(vocab_size=args.vocab_size),
-                                                   args.work_dir / "tokenizer")
-    return corpus, load_tokenizers(str(model_path))[0]
+    models = Vocabulary(args.tokenizer) if args.tokenizer else train_tokenizer(
+        corpus, TokenizerConfig(vocab_size=args.vocab_size), args.work_dir / "tokenizer")
+    return corpus, load_tokenizers(models).source

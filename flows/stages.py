@@ -86,16 +86,16 @@ def tokenizer_task(corpus_dir: str, config: TokenizerConfig, output_dir: str) ->
     from pipelines.tokenization import train_tokenizer
 
     before = _mtimes(Path(output_dir).glob("*.model")) if Path(output_dir).is_dir() else {}
-    paths = train_tokenizer(Corpus.load(corpus_dir), config, output_dir)
-    paths = [str(p) for p in (paths if isinstance(paths, tuple) else (paths,))]
+    paths = [str(p) for p in train_tokenizer(Corpus.load(corpus_dir), config, output_dir).distinct()]
     get_run_logger().info("tokenizer(s) at %s", paths)
     return _cached_if_unchanged(paths, {k: v for k, v in before.items() if k in paths}, _mtimes(paths))
 
 
 def _tokenizers(tokenizer_paths: list[str]):
     from pipelines.tokenization import load_tokenizers
+    from pipelines.vocabulary import Vocabulary
 
-    return load_tokenizers(tokenizer_paths[0] if len(tokenizer_paths) == 1 else tuple(tokenizer_paths))
+    return load_tokenizers(Vocabulary.of(tokenizer_paths))
 
 
 @task(name="train", retries=1, retry_delay_seconds=5, **RETRY)
@@ -189,11 +189,11 @@ def export_task(model_path: str, tokenizer_paths: list[str], preset: str, output
     from keras_transformer.export import export_translator
 
     decoding = _decoding(preset)
-    source, target = _tokenizers(tokenizer_paths)
+    tokenizers = _tokenizers(tokenizer_paths)
     model = keras.saving.load_model(model_path, compile=False)
-    path = export_translator(model, source, output_dir, beam_size=decoding.beam_size,
+    path = export_translator(model, tokenizers.source, output_dir, beam_size=decoding.beam_size,
                              alpha=decoding.length_penalty, max_length_offset=decoding.max_length_offset,
-                             target_tokenizer=None if target is source else target)
+                             target_tokenizer=None if tokenizers.shared else tokenizers.target)
     get_run_logger().info("exported to %s", path)
     return str(path)
 

@@ -36,6 +36,7 @@ from tqdm import tqdm
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
 from pipelines.textfiles import DataError
+from pipelines.vocabulary import Vocabulary, as_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -100,16 +101,13 @@ class InputConfig:
         return [max(1, self.tokens_per_batch // n) for n in longest]
 
 
-def _as_pair(tokenizers) -> tuple[SubwordTokenizer, SubwordTokenizer]:
-    if isinstance(tokenizers, SubwordTokenizer):
-        return tokenizers, tokenizers
-    source, target = tokenizers
-    return source, target
+#: One shared tokenizer, or the vocabulary's tokenizers (``Vocabulary(source, target)``).
+Tokenizers = SubwordTokenizer | Vocabulary[SubwordTokenizer]
 
 
-def cache_path(corpus: Corpus, split: str, tokenizers, config: InputConfig) -> Path:
+def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> Path:
     """The TFRecord file of ``split``'s ids, named by a hash of everything that determines them."""
-    source_tok, target_tok = _as_pair(tokenizers)
+    source_tok, target_tok = as_vocabulary(tokenizers)
     key = hashlib.sha256("|".join([
         str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint,
         target_tok.fingerprint]).encode()).hexdigest()[:16]
@@ -121,7 +119,7 @@ def _int64_feature(values) -> tf.train.Feature:
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
-def build_cache(corpus: Corpus, split: str, tokenizers, config: InputConfig) -> Path:
+def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> Path:
     """Tokenizes ``split`` once into its TFRecord cache (atomically); returns the file.
 
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
@@ -131,7 +129,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers, config: InputConfig) -> 
     path = cache_path(corpus, split, tokenizers, config)
     if path.is_file():
         return path
-    source_tok, target_tok = _as_pair(tokenizers)
+    source_tok, target_tok = as_vocabulary(tokenizers)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -171,7 +169,7 @@ def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.cast(features["source"], tf.int32), tf.cast(features["target"], tf.int32)
 
 
-def _token_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
+def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                    training: bool) -> tf.data.Dataset:
     """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
     path = build_cache(corpus, split, tokenizers, config)
@@ -186,7 +184,7 @@ def _token_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
                                   reshuffle_each_iteration=True)
         if config.repeat:
             dataset = dataset.repeat()
-    source_tok, target_tok = _as_pair(tokenizers)
+    source_tok, target_tok = as_vocabulary(tokenizers)
     eos_s, bos_t, eos_t = source_tok.eos_id, target_tok.bos_id, target_tok.eos_id
 
     def add_specials(source, target):
@@ -196,18 +194,18 @@ def _token_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
     return dataset.map(add_specials, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _pad_value(tokenizers) -> int:
-    source_tok, target_tok = _as_pair(tokenizers)
+def _pad_value(tokenizers: Tokenizers) -> int:
+    source_tok, target_tok = as_vocabulary(tokenizers)
     if source_tok.pad_id != target_tok.pad_id:
         raise ValueError("source and target tokenizers must share the pad id")
     return source_tok.pad_id
 
 
-def make_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
+def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                  training: bool) -> tf.data.Dataset:
     """Batches of ``((source_ids, target_input_ids), target_output_ids)`` bucketed by length.
 
-    ``tokenizers`` is one shared :class:`SubwordTokenizer` or a ``(source, target)`` pair. With
+    ``tokenizers`` is one shared :class:`SubwordTokenizer` or a ``Vocabulary(source, target)``. With
     ``training`` the examples are shuffled (seeded, reshuffled each epoch) and, if
     ``config.repeat``, repeated; otherwise the order is deterministic and every example that
     fits ``max_length`` appears once.
@@ -228,7 +226,7 @@ def make_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
     return dataset
 
 
-def make_fixed_length_dataset(corpus: Corpus, split: str, tokenizers, config: InputConfig,
+def make_fixed_length_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                               training: bool = False) -> tf.data.Dataset:
     """The baseline without bucketing: every sequence padded to ``max_length``.
 
@@ -286,7 +284,7 @@ def padding_fraction(dataset: tf.data.Dataset, pad_id: int = 0,
     }
 
 
-def padding_report(corpus: Corpus, split: str, tokenizers, config: InputConfig) -> dict:
+def padding_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> dict:
     """Padding fraction of ``split`` under token bucketing and under fixed-length padding.
 
     ``unbucketed`` pads each batch (of the fixed-length batch size, in corpus order) only to its
@@ -324,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = config_from_args(InputConfig, args)
-    models = args.models[0] if len(args.models) == 1 else tuple(args.models)
-    report = padding_report(Corpus.load(args.corpus), args.split, load_tokenizers(models), config)
+    tokenizers = load_tokenizers(Vocabulary.of(args.models))
+    report = padding_report(Corpus.load(args.corpus), args.split, tokenizers, config)
     for name, stats in report.items():
         logger.info("%-12s padding %.3f (source %.3f, target %.3f) over %d batches, %d examples",
                     name, stats["total"], stats["source"], stats["target"], stats["batches"],

@@ -23,12 +23,16 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sentencepiece as spm
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.corpus import Corpus, sha256_bytes
+from pipelines.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from keras_transformer.tokenizer import SubwordTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -140,15 +144,13 @@ def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Pa
     return model_path
 
 
-def train_tokenizer(
-    corpus: Corpus, config: TokenizerConfig, output_dir: str | Path
-) -> Path | tuple[Path, Path]:
+def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | Path) -> Vocabulary[Path]:
     """Trains the subword model(s) on the ``train`` split of ``corpus``.
 
-    Returns the path of ``output_dir/spm_shared.model`` when ``config.shared`` (one vocabulary
-    for both sides, trained on their concatenation), otherwise the pair
-    ``(spm_<src>.model, spm_<tgt>.model)``. A ``.vocab`` listing and a ``.json`` record of the
-    inputs sit beside each model; training is skipped when they match.
+    With ``config.shared`` one vocabulary for both sides, trained on their concatenation:
+    ``Vocabulary(output_dir/spm_shared.model)``; otherwise ``Vocabulary(spm_<src>.model,
+    spm_<tgt>.model)``. A ``.vocab`` listing and a ``.json`` record of the inputs sit beside each
+    model; training is skipped when they match.
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -165,40 +167,31 @@ def train_tokenizer(
             for lang in langs:
                 yield from corpus.lines("train", lang)
 
-        return _train_one(both_sides(), config, output_dir / "spm_shared.model",
-                          fingerprint(langs))
-    paths = []
-    for lang, side in ((corpus.source_lang, config), (corpus.target_lang, config.target_side())):
-        paths.append(_train_one(corpus.lines("train", lang), side,
-                                output_dir / f"spm_{lang}.model", fingerprint((lang,))))
-    return paths[0], paths[1]
+        return Vocabulary(_train_one(both_sides(), config, output_dir / "spm_shared.model", fingerprint(langs)))
+
+    def one_side(lang: str, side: TokenizerConfig) -> Path:
+        return _train_one(corpus.lines("train", lang), side, output_dir / f"spm_{lang}.model", fingerprint((lang,)))
+
+    return Vocabulary(one_side(corpus.source_lang, config), one_side(corpus.target_lang, config.target_side()))
 
 
-def load_tokenizers(models: Path | str | tuple) -> tuple:
-    """``(source_tokenizer, target_tokenizer)`` from :func:`train_tokenizer`'s return value.
-
-    With a shared model both elements are the same :class:`SubwordTokenizer` object.
-    """
+def load_tokenizers(models: Vocabulary[Path | str]) -> Vocabulary[SubwordTokenizer]:
+    """The in-graph tokenizers of :func:`train_tokenizer`'s models (a shared one loaded once)."""
     from keras_transformer.tokenizer import SubwordTokenizer
 
-    if isinstance(models, (str, Path)):
-        shared = SubwordTokenizer(models)
-        return shared, shared
-    source, target = models
-    return SubwordTokenizer(source), SubwordTokenizer(target)
+    return models.map(SubwordTokenizer)
 
 
-def vocabulary_record(source, target) -> tuple[int | tuple[int, int], dict]:
-    """The model's vocabulary size(s) and the record that ties checkpoints to these vocabularies.
+def vocabulary_record(tokenizers: Vocabulary[SubwordTokenizer]) -> dict[str, Any]:
+    """What ties checkpoints to these vocabularies: their fingerprints and sizes.
 
-    ``(size, record)`` for one shared tokenizer (``source is target``), else
-    ``((source size, target size), record)``; the record goes into ``model_config.json`` so
-    that resuming and averaging refuse checkpoints trained with other vocabularies.
+    The record goes into ``model_config.json`` so that resuming and averaging refuse checkpoints
+    trained with other vocabularies (one value each when shared, ``[source, target]`` lists if not).
     """
-    if source is target:
-        return source.vocab_size, {"fingerprint": source.fingerprint, "size": source.vocab_size}
-    sizes = (source.vocab_size, target.vocab_size)
-    return sizes, {"fingerprint": [source.fingerprint, target.fingerprint], "size": list(sizes)}
+    if tokenizers.shared:
+        return {"fingerprint": tokenizers.source.fingerprint, "size": tokenizers.source.vocab_size}
+    source, target = tokenizers
+    return {"fingerprint": [source.fingerprint, target.fingerprint], "size": [source.vocab_size, target.vocab_size]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = config_from_args(TokenizerConfig, args)
     models = train_tokenizer(Corpus.load(args.corpus), config, args.output_dir)
-    logger.info("tokenizer model(s): %s", models)
+    logger.info("tokenizer model(s): %s", ", ".join(str(path) for path in models.distinct()))
     return 0
 
 

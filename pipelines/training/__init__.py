@@ -22,9 +22,13 @@ written to temporary names and renamed, so killing the process at any moment lea
 previous checkpoint intact. A non-finite loss or gradient
 raises :class:`TrainingDivergedError` before the update is applied, so no bad state is saved.
 
-The package: ``config`` (settings and results), ``trainer`` (the loop), ``steps`` (the compiled
-step under the strategy), ``budget`` (when a run ends and saves for averaging), ``validation``
-(held-out loss), ``state`` (what besides weights a run keeps), ``cli`` (the stage on a corpus).
+The package: ``config`` (settings and results); ``runner`` (:func:`train`: builds a run's parts
+once, in order, and runs its ``Trainer``); ``trainer`` (the loop, owning its parts); the parts, one
+job each: ``steps`` (the compiled step under the strategy), ``checkpointing`` (the run's checkpoint
+and directory), ``loss_scale`` (float16's dynamic loss scale), ``budget`` (when a run ends and
+saves for averaging), ``validation`` (held-out loss), ``workers`` (decisions all workers share),
+``step_log`` (metrics file, log, bar), ``data`` (the resumable distributed stream); ``state``
+(what besides weights a run keeps), ``strategy``; ``stage`` (the stage on a corpus) and ``cli``.
 
 Run from Python with :func:`train`, or from the command line::
 
@@ -44,12 +48,14 @@ from pipelines.training.config import (
     TrainingDivergedError,
     TrainResult,
 )
+from pipelines.training.runner import train
 from pipelines.training.state import dropout_rng_trackable, read_metrics, seed_initialisation
-from pipelines.training.trainer import build_configured_strategy, train
+from pipelines.training.strategy import build_configured_strategy
+from pipelines.training.trainer import Trainer
 from pipelines.training.validation import validation_loss
 
 __all__ = [
-    "DATA_RESUME", "METRICS_FILE", "MIXED_PRECISION", "TrainConfig", "TrainDataConfig", "TrainResult",
+    "DATA_RESUME", "METRICS_FILE", "MIXED_PRECISION", "TrainConfig", "TrainDataConfig", "TrainResult", "Trainer",
     "TrainingBudget", "TrainingDivergedError", "TrainingJobConfig", "build_configured_strategy",
     "dropout_rng_trackable", "main", "read_metrics", "run_from_config", "seed_initialisation", "train",
     "validation_loss",

@@ -1,109 +1,134 @@
-"""A training run's checkpoints: what they hold, checking a directory is this model's, restore, save.
+"""A training run's checkpoint: what it holds, the directory it owns, restore and save.
 
 The checkpoint holds the model weights, dropout's random state, the optimizer (with its step
 counter, on which equation (3)'s schedule depends), the step, the batches consumed, the loss
-scale and the seconds of the time budget spent, so a resumed run continues exactly.
+scale and the seconds of the time budget spent, so a resumed run continues exactly. The keys are
+those of every checkpoint written so far: runs started before stay resumable.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shutil
 import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import keras
 import tensorflow as tf
 
 from keras_transformer.checkpoints import (
     config_differences,
-    model_config_dict,
     model_weights_trackable,
     read_model_config,
     write_model_config,
 )
-from pipelines.config import ConfigError, to_dict
-from pipelines.distribution import describe_strategy
+from pipelines.config import ConfigError
 from pipelines.training.config import CHECKPOINT_NAME, TRAIN_CONFIG_FILE, TrainingDivergedError
+from pipelines.training.loss_scale import LossScale
 from pipelines.training.state import dropout_rng_trackable, write_json
+from pipelines.training.workers import Workers
 
 logger = logging.getLogger(__name__)
 
 
-def build_checkpoint(trainer) -> None:
-    """``trainer.checkpoint`` over everything a resume needs, and the chief's manager."""
-    trainer.checkpoint = tf.train.Checkpoint(
-        model=model_weights_trackable(trainer.model),
-        dropout_rng=dropout_rng_trackable(trainer.model),
-        optimizer=trainer.optimizer,
-        step=trainer.step_var,
-        consumed_batches=trainer.consumed_var,
-        loss_scale=trainer.loss_scale,
-        loss_scale_good_steps=trainer.good_steps,
-        train_seconds=trainer.seconds_var,
-    )
-    keep = trainer.config.checkpoints_kept()
-    # Non-chief workers get a throw-away manager per save (see save()).
-    trainer.manager = tf.train.CheckpointManager(
-        trainer.checkpoint, str(trainer.directory), max_to_keep=keep,
-        checkpoint_name=CHECKPOINT_NAME) if trainer.is_chief else None
+@dataclass(frozen=True)
+class Resume:
+    """Where a run continues: its step, the batches it consumed, the budget seconds it spent."""
+
+    step: int = 0
+    consumed_batches: int = 0
+    train_seconds: float = 0.0
 
 
-def check_model_config(trainer) -> None:
-    """Refuses to resume a directory written for another model; records this one."""
-    info = model_config_dict(trainer.model, preset=trainer.config.preset,
-                             vocabulary=trainer.vocabulary)
-    existing = read_model_config(trainer.directory)
-    if existing is not None:
-        diffs = config_differences(existing, info)
-        if diffs:
-            raise ConfigError(
-                f"{trainer.directory} holds checkpoints of a different model ("
-                + "; ".join(diffs) + "); use another checkpoint_dir or the same settings")
-    if trainer.is_chief:
-        trainer.directory.mkdir(parents=True, exist_ok=True)
-        write_model_config(trainer.directory, info)
-        write_json(trainer.directory / TRAIN_CONFIG_FILE, {
-            "train_config": to_dict(trainer.config),
-            "resolved": dataclasses.asdict(trainer.plan),
-            "strategy": describe_strategy(trainer.strategy),
-            "mixed_precision": trainer.config.mixed_precision,
-        })
+class RunCheckpoint:
+    """The run's checkpoint and directory: refuses another model's, restores the newest, saves.
 
+    The chief keeps the newest ``keep`` checkpoints in ``directory``; other workers save too (saving
+    may need collectives) into a private directory deleted at once.
+    """
 
-def restore(trainer) -> int:
-    """Restores the newest checkpoint of the run's directory; returns its step (0: none)."""
-    newest = tf.train.latest_checkpoint(str(trainer.directory))
-    if newest is None:
-        logger.info("no checkpoint in %s: starting from step 0", trainer.directory)
-        return 0
-    trainer.checkpoint.restore(newest).assert_existing_objects_matched()
-    step = int(trainer.step_var.numpy())
-    logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed)",
-                newest, step, int(trainer.optimizer.iterations.numpy()),
-                int(trainer.consumed_var.numpy()))
-    return step
+    def __init__(self, directory: str | Path, strategy: tf.distribute.Strategy, workers: Workers,
+                 model: keras.Model, optimizer: keras.optimizers.Optimizer, loss_scale: LossScale, keep: int):
+        self.directory = Path(directory)
+        self.workers = workers
+        self.model = model
+        self.optimizer = optimizer
+        counter = dict(trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        with strategy.scope():
+            self.step = tf.Variable(0, dtype=tf.int64, name="step", **counter)
+            self.consumed_batches = tf.Variable(0, dtype=tf.int64, name="consumed_batches", **counter)
+            self.train_seconds = tf.Variable(0.0, dtype=tf.float64, name="train_seconds", **counter)
+        self.checkpoint = tf.train.Checkpoint(
+            model=model_weights_trackable(model),
+            dropout_rng=dropout_rng_trackable(model),
+            optimizer=optimizer,
+            step=self.step,
+            consumed_batches=self.consumed_batches,
+            loss_scale=loss_scale.scale,
+            loss_scale_good_steps=loss_scale.good_steps,
+            train_seconds=self.train_seconds,
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.directory), max_to_keep=keep,
+            checkpoint_name=CHECKPOINT_NAME) if workers.is_chief else None
 
+    def claim(self, model_record: dict[str, Any], run_record: dict[str, Any]) -> None:
+        """Refuses a directory written for another model; records this one (``model_config.json``)
+        and the run's settings (``train_config.json``)."""
+        existing = read_model_config(self.directory)
+        if existing is not None:
+            diffs = config_differences(existing, model_record)
+            if diffs:
+                raise ConfigError(
+                    f"{self.directory} holds checkpoints of a different model ("
+                    + "; ".join(diffs) + "); use another checkpoint_dir or the same settings")
+        if self.workers.is_chief:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_model_config(self.directory, model_record)
+            write_json(self.directory / TRAIN_CONFIG_FILE, run_record)
 
-def save(trainer, step: int) -> str | None:
-    """Saves checkpoint ``step`` (refusing non-finite weights); the chief's path, None elsewhere."""
-    if not bool(trainer.weights_finite()):
-        raise TrainingDivergedError(step, "a model weight is NaN or infinite",
-                                    latest(trainer))
-    if not trainer.is_chief:
-        # Every worker saves (the documented MultiWorkerMirroredStrategy pattern: saving
-        # may need collectives), the non-chief ones into a private directory deleted at once.
-        worker_dir = tempfile.mkdtemp(prefix=f"worker-{trainer.cluster.task_id}-")
-        try:
-            tf.train.CheckpointManager(trainer.checkpoint, worker_dir, max_to_keep=1).save(
-                checkpoint_number=step)
-        finally:
-            shutil.rmtree(worker_dir, ignore_errors=True)
-        return None
-    path = trainer.manager.save(checkpoint_number=step)
-    logger.info("saved checkpoint %s", path)
-    return path
+    def restore(self) -> Resume:
+        """Restores the newest checkpoint of the directory (a fresh run: ``Resume()``)."""
+        newest = tf.train.latest_checkpoint(str(self.directory))
+        if newest is None:
+            logger.info("no checkpoint in %s: starting from step 0", self.directory)
+            return Resume()
+        self.checkpoint.restore(newest).assert_existing_objects_matched()
+        resume = Resume(int(self.step.numpy()), int(self.consumed_batches.numpy()),
+                        float(self.train_seconds.numpy()))
+        logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed)",
+                    newest, resume.step, int(self.optimizer.iterations.numpy()), resume.consumed_batches)
+        return resume
 
+    def save(self, step: int, consumed_batches: int, train_seconds: float) -> str | None:
+        """Saves checkpoint ``step`` (refusing non-finite weights); the chief's path, None elsewhere."""
+        if not self.weights_finite():
+            raise TrainingDivergedError(step, "a model weight is NaN or infinite", self.latest)
+        self.step.assign(step)
+        self.consumed_batches.assign(consumed_batches)
+        self.train_seconds.assign(train_seconds)
+        if not self.workers.is_chief:
+            worker_dir = tempfile.mkdtemp(prefix=f"worker-{self.workers.task_id}-")
+            try:
+                tf.train.CheckpointManager(self.checkpoint, worker_dir, max_to_keep=1).save(checkpoint_number=step)
+            finally:
+                shutil.rmtree(worker_dir, ignore_errors=True)
+            return None
+        path = self.manager.save(checkpoint_number=step)
+        logger.info("saved checkpoint %s", path)
+        return path
 
-def latest(trainer) -> str | None:
-    """The newest checkpoint's path, for error messages (chief only)."""
-    return trainer.manager.latest_checkpoint if trainer.is_chief else None
+    def weights_finite(self) -> bool:
+        return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.weights]))
+
+    @property
+    def latest(self) -> str | None:
+        """The newest checkpoint's path, for error messages (chief only)."""
+        return self.manager.latest_checkpoint if self.workers.is_chief else None
+
+    @property
+    def kept(self) -> list[str]:
+        """The checkpoints kept, oldest first (chief only)."""
+        return list(self.manager.checkpoints) if self.workers.is_chief else []

@@ -13,7 +13,8 @@ from typing import Any
 
 from pipelines.config import ConfigError, from_dict, load_config
 from pipelines.training.config import TrainConfig, TrainingDivergedError, TrainResult
-from pipelines.training.trainer import build_configured_strategy
+from pipelines.training.strategy import build_configured_strategy
+from pipelines.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,13 @@ class TrainDataConfig:
             raise ConfigError("TrainDataConfig.corpus_dir: required")
         if not self.tokenizer:
             raise ConfigError("TrainDataConfig.tokenizer: required (a SentencePiece .model)")
+        try:
+            self.tokenizer_models()
+        except ValueError as err:
+            raise ConfigError(f"TrainDataConfig.tokenizer: {err}") from err
+
+    def tokenizer_models(self) -> Vocabulary[str]:
+        return Vocabulary.of([self.tokenizer] if isinstance(self.tokenizer, str) else self.tokenizer)
 
 
 @dataclass
@@ -75,9 +83,8 @@ def run_from_config(
 
     data = job.data
     corpus = Corpus.load(data.corpus_dir, verify=data.verify_corpus)
-    tokenizer_paths = data.tokenizer if isinstance(data.tokenizer, str) else tuple(data.tokenizer)
     input_config = from_dict(InputConfig, data.input, source=f"{path}:data.input")
-    return train_on_corpus(corpus, load_tokenizers(tokenizer_paths), input_config, config,
+    return train_on_corpus(corpus, load_tokenizers(data.tokenizer_models()), input_config, config,
                            validation_split=data.validation_split, strategy=strategy, on_step=on_step)
 
 

@@ -10,9 +10,8 @@ from keras_transformer.config import TransformerConfig
 from keras_transformer.presets import TrainingRecipe, get_preset
 from keras_transformer.transformer import Transformer
 from pipelines.config import ConfigError
-from pipelines.distribution import (
-    STRATEGY_KINDS,
-)
+from pipelines.distribution import STRATEGY_KINDS
+from pipelines.vocabulary import Vocabulary
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 DATA_RESUME = ("skip", "restart")
@@ -199,6 +198,12 @@ class TrainConfig:
         }
         return replace(recipe, **{k: v for k, v in chosen.items()
                                   if v is not None or k in ("train_minutes", "decay_fraction")})
+
+    def model_config(self, vocab_sizes: Vocabulary[int]) -> TransformerConfig:
+        """The preset's architecture with ``model``'s settings and the vocabulary size(s)."""
+        sizes = ({"vocab_size": vocab_sizes.source} if vocab_sizes.shared
+                 else {"source_vocab_size": vocab_sizes.source, "target_vocab_size": vocab_sizes.target})
+        return get_preset(self.preset).model_config(**{**self.model, **sizes})
 
     def checkpoints_kept(self) -> int:
         """How many checkpoints the run keeps: ``keep_checkpoints``, else enough to average (and 5)."""

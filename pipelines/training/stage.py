@@ -14,18 +14,19 @@ from typing import Any
 
 import tensorflow as tf
 
-from keras_transformer.presets import get_preset
+from keras_transformer.tokenizer import SubwordTokenizer
 from keras_transformer.word_alignment import alignment_ids
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.tokenization import vocabulary_record
 from pipelines.training.config import TrainConfig, TrainResult
-from pipelines.training.trainer import train
+from pipelines.training.runner import train
+from pipelines.vocabulary import Vocabulary
 
 
 def train_on_corpus(
     corpus: Corpus,
-    tokenizers: tuple[Any, Any],
+    tokenizers: Vocabulary[SubwordTokenizer],
     input_config: InputConfig,
     config: TrainConfig,
     *,
@@ -33,34 +34,30 @@ def train_on_corpus(
     strategy: tf.distribute.Strategy | None = None,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> TrainResult:
-    """Trains (or resumes) ``config``'s model on ``corpus`` tokenized by ``(source, target)``.
+    """Trains (or resumes) ``config``'s model on ``corpus`` tokenized by ``tokenizers``.
 
-    One shared tokenizer is passed as ``(tokenizer, tokenizer)``. Raises ``ValueError`` before
-    any training if the tokenizers' sizes or special ids are not the model's.
+    Raises ``ValueError`` before any training if the tokenizers' sizes or special ids are not the
+    model's.
     """
     source, target = tokenizers
-    shared = source is target
+    sizes = tokenizers.map(lambda tokenizer: tokenizer.vocab_size)
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
-    sizes = {"source_vocab_size": source.vocab_size, "target_vocab_size": target.vocab_size,
-             "vocab_size": source.vocab_size if shared else None}
-    model_config = get_preset(config.preset).model_config(**{**config.model, **sizes})
+    model_config = config.model_config(sizes)
     if model_config.word_alignment and not model_config.word_start_ids:
         # Which pieces begin a word and which symbols stand for one are the vocabularies' facts.
         config = dataclasses.replace(config, model={**config.model, **alignment_ids(source, target)})
-        model_config = get_preset(config.preset).model_config(**{**config.model, **sizes})
+        model_config = config.model_config(sizes)
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")
-    vocab_size, vocabulary = vocabulary_record(source, target)
-    pair = source if shared else (source, target)
 
     def train_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        dataset = make_dataset(corpus, "train", pair, input_config, training=True)
+        dataset = make_dataset(corpus, "train", tokenizers, input_config, training=True)
         if context.num_input_pipelines > 1:
             dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
         return dataset
 
     validation = None
     if validation_split:
-        validation = make_dataset(corpus, validation_split, pair, input_config, training=False)
-    return train(config, train_fn, vocab_size, validation_data=validation, vocabulary=vocabulary,
+        validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
+    return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
                  strategy=strategy, on_step=on_step)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -9,6 +10,8 @@ import tensorflow as tf
 
 from keras_transformer.losses import correct_tokens, label_smoothed_nll
 from keras_transformer.transformer import Transformer
+
+logger = logging.getLogger(__name__)
 
 
 def validation_loss(
@@ -52,3 +55,22 @@ def validation_loss(
         "token_accuracy": float(totals[2] / tokens),
         "tokens": int(tokens),
     }
+
+
+class Validation:
+    """The held-out loss of a run: every ``every_steps`` steps before the last, and at the end."""
+
+    def __init__(self, model: Transformer, dataset: tf.data.Dataset, label_smoothing: float,
+                 every_steps: int | None = None, max_batches: int | None = None):
+        self.model, self.dataset = model, dataset
+        self.label_smoothing, self.every_steps, self.max_batches = label_smoothing, every_steps, max_batches
+
+    def due(self, step: int, train_steps: int) -> bool:
+        """Whether step ``step`` validates on the way (the final validation follows the loop)."""
+        return bool(self.every_steps) and step % self.every_steps == 0 and step < train_steps
+
+    def __call__(self, step: int) -> dict[str, float]:
+        result = validation_loss(self.model, self.dataset, self.label_smoothing, self.max_batches)
+        logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
+                    step, result["loss"], result["nll"], result["perplexity"], result["token_accuracy"])
+        return result

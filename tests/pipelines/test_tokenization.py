@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.config import ConfigError, from_dict
-from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
+from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer, vocabulary_record
+from pipelines.vocabulary import Vocabulary
 from tests.conftest import TEST_VOCAB_SIZE
 
 
@@ -51,7 +52,7 @@ def test_byte_fallback_covers_unseen_characters(tokenizer):
 def test_retraining_is_skipped_when_inputs_are_unchanged(ddtp_corpus, tokenizer_model):
     before = tokenizer_model.stat().st_mtime_ns
     config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000)
-    assert train_tokenizer(ddtp_corpus, config, tokenizer_model.parent) == tokenizer_model
+    assert train_tokenizer(ddtp_corpus, config, tokenizer_model.parent) == Vocabulary(tokenizer_model)
     assert tokenizer_model.stat().st_mtime_ns == before
     assert tokenizer_model.with_suffix(".vocab").read_text(encoding="utf-8").startswith(
         "<pad>\t0")
@@ -59,15 +60,21 @@ def test_retraining_is_skipped_when_inputs_are_unchanged(ddtp_corpus, tokenizer_
 
 def test_separate_vocabularies(ddtp_corpus, tmp_path):
     config = TokenizerConfig(vocab_size=600, input_sentence_size=5000, shared=False)
-    source_model, target_model = train_tokenizer(ddtp_corpus, config, tmp_path)
-    assert (source_model.name, target_model.name) == ("spm_en.model", "spm_de.model")
-    source, target = load_tokenizers((source_model, target_model))
+    models = train_tokenizer(ddtp_corpus, config, tmp_path)
+    assert not models.shared and [p.name for p in models.distinct()] == ["spm_en.model", "spm_de.model"]
+    tokenizers = load_tokenizers(models)
+    source, target = tokenizers
     assert source.serialized_model != target.serialized_model
     for tok, lang in ((source, "en"), (target, "de")):
         sentences = list(ddtp_corpus.lines("test", lang))[:300]
         assert _round_trip_failures(tok, sentences) == ([], 0)
-    shared_a, shared_b = load_tokenizers(tmp_path / "spm_en.model")
-    assert shared_a is shared_b and isinstance(shared_a, SubwordTokenizer)
+    # The record that ties checkpoints to both vocabularies names each.
+    assert vocabulary_record(tokenizers) == {"fingerprint": [source.fingerprint, target.fingerprint],
+                                             "size": [source.vocab_size, target.vocab_size]}
+    shared = load_tokenizers(Vocabulary(tmp_path / "spm_en.model"))
+    shared_a, shared_b = shared
+    assert shared.shared and shared_a is shared_b and isinstance(shared_a, SubwordTokenizer)
+    assert vocabulary_record(shared) == {"fingerprint": shared_a.fingerprint, "size": shared_a.vocab_size}
 
 
 def test_tokenizer_config_validation():

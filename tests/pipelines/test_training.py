@@ -353,9 +353,10 @@ MIRRORED_SCRIPT = """
     from pipelines.input_pipeline import InputConfig, make_dataset
     from pipelines.tokenization import load_tokenizers
     from pipelines.training import TrainConfig, seed_initialisation, train
+    from pipelines.vocabulary import Vocabulary
     args = json.loads(sys.argv[1])
     corpus = Corpus.load(args["corpus_dir"], verify=False)
-    tokenizer, _ = load_tokenizers(args["tokenizer"])
+    tokenizer, _ = load_tokenizers(Vocabulary(args["tokenizer"]))
     input_config = InputConfig(**args["input"])
 
     def shrink_even(index, batch):

@@ -1,0 +1,136 @@
+"""Builds a training run's parts once, in order, and runs its :class:`Trainer`.
+
+The order is what resuming needs: the model, optimizer and state variables in the strategy's
+scope; the checkpoint over them, which refuses a directory of another model and restores the
+newest state; the data stream advanced past what that state consumed; the steps compiled for
+the stream's batches; the budget and the log continuing from the restored step and seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.checkpoints import model_config_dict
+from keras_transformer.config import TransformerConfig
+from keras_transformer.transformer import Transformer
+from pipelines.config import to_dict
+from pipelines.distribution import describe_strategy
+from pipelines.training.budget import TrainingBudget
+from pipelines.training.checkpointing import RunCheckpoint
+from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
+from pipelines.training.data import distributed_dataset
+from pipelines.training.loss_scale import LossScale
+from pipelines.training.state import seed_initialisation
+from pipelines.training.step_log import StepLog
+from pipelines.training.steps import StepFunctions
+from pipelines.training.strategy import build_configured_strategy
+from pipelines.training.trainer import Trainer
+from pipelines.training.validation import Validation
+from pipelines.training.workers import Workers
+from pipelines.vocabulary import Vocabulary, as_vocabulary
+
+logger = logging.getLogger(__name__)
+
+ModelFn = Callable[[TransformerConfig, "str | None"], Transformer]
+
+
+def build_model(config: TrainConfig, vocab_sizes: Vocabulary[int], strategy: tf.distribute.Strategy,
+                model_fn: ModelFn | None = None) -> tuple[Transformer, keras.optimizers.Optimizer]:
+    """The model (seeded by ``config.seed``) and its optimizer, built in ``strategy``'s scope."""
+    plan = config.resolved()
+    model_config = config.model_config(vocab_sizes)
+    policy = None if config.mixed_precision == "none" else config.mixed_precision
+    seed_initialisation(config.seed)
+    with strategy.scope():
+        if model_fn is not None:
+            model = model_fn(model_config, policy)
+        else:
+            model = Transformer(**model_config.to_dict(), **({} if policy is None else {"dtype": policy}))
+        # The recipe this run trains with, so that a saved model compiles with it again.
+        model.training_recipe = plan
+        model.build()
+        optimizer = plan.optimizer(model_config.d_model, decay_fraction=plan.decay_fraction)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def train(
+    config: TrainConfig,
+    train_data: tf.data.Dataset | Callable[[tf.distribute.InputContext], tf.data.Dataset],
+    vocab_size: int | Vocabulary[int],
+    *,
+    validation_data: tf.data.Dataset | None = None,
+    vocabulary: dict[str, Any] | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    model_fn: ModelFn | None = None,
+) -> TrainResult:
+    """Trains (or resumes training of) a Transformer with the paper's recipe.
+
+    Args:
+        config: the stage settings.
+        train_data: batches ``((source_ids, target_input_ids), target_output_ids)`` padded with
+            0 (``pipelines.input_pipeline.make_dataset``), or a function of a
+            ``tf.distribute.InputContext`` returning them for one input pipeline (a dataset is
+            sharded across workers automatically). Each replica takes whole batches; a finite
+            dataset is repeated.
+        vocab_size: the shared vocabulary's size, or ``Vocabulary(source size, target size)``.
+        validation_data: optional batches for the periodic and final validation.
+        vocabulary: identifies the vocabulary in ``model_config.json``
+            (``pipelines.tokenization.vocabulary_record``) so that averaging and resuming refuse
+            checkpoints of another vocabulary.
+        strategy: a strategy to use instead of ``build_configured_strategy(config)``.
+            ``MultiWorkerMirroredStrategy`` must exist before TensorFlow runs anything, so a
+            multi-worker caller builds it first and passes it here.
+        on_step: called on the chief after every step with ``(step, metrics)``: ``loss``,
+            ``token_accuracy``, ``learning_rate``, ``tokens``, ``sentences``, ``batches``,
+            ``step_seconds``, ``tokens_per_second`` (and ``val_*`` after a validation).
+        model_fn: builds the model inside the strategy's scope from the resolved
+            ``TransformerConfig`` and the dtype policy (``None`` or ``"mixed_..."``); default
+            ``Transformer(**config.to_dict(), dtype=policy)``.
+
+    Raises:
+        TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
+        ConfigError: the checkpoint directory belongs to another model.
+    """
+    started = time.monotonic()
+    plan = config.resolved()
+    strategy = strategy or build_configured_strategy(config)
+    workers = Workers(strategy)
+    model, optimizer = build_model(config, as_vocabulary(vocab_size), strategy, model_fn)
+    float16 = config.mixed_precision == "mixed_float16"
+    loss_scale = LossScale(strategy, config.initial_loss_scale if float16 else None, config.loss_scale_growth_steps)
+    checkpoint = RunCheckpoint(Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR), strategy, workers, model,
+                               optimizer, loss_scale, keep=config.checkpoints_kept())
+    checkpoint.claim(model_config_dict(model, preset=config.preset, vocabulary=vocabulary), {
+        "train_config": to_dict(config), "resolved": dataclasses.asdict(plan),
+        "strategy": describe_strategy(strategy), "mixed_precision": config.mixed_precision})
+    resume = checkpoint.restore()
+    # Each replica takes whole batches of its worker's pipeline.
+    skip = resume.consumed_batches * workers.replicas_per_worker if config.data_resume == "skip" else 0
+    dataset = distributed_dataset(strategy, train_data, skip)
+    steps = StepFunctions(strategy, model, optimizer, dataset.element_spec, label_smoothing=plan.label_smoothing,
+                          tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
+                          loss_scale=loss_scale, jit_compile=config.jit_compile)
+    budget = TrainingBudget(plan.train_steps, plan.train_minutes, plan.checkpoints_to_average, config.average_window,
+                            resume.train_seconds, resume.step, seconds_per_step=config.seconds_per_step)
+    if budget.seconds:
+        logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(), budget.seconds / 60)
+    log = StepLog(checkpoint.directory, resume.step, workers.is_chief, budget, plan.train_steps,
+                  config.progress_bar, config.log_every)
+    validation = None
+    if validation_data is not None and workers.is_chief:
+        validation = Validation(model, validation_data, plan.label_smoothing, config.validate_every_steps,
+                                config.validation_max_batches)
+    trainer = Trainer(config, plan, model, optimizer, steps, checkpoint, loss_scale, budget, workers, log,
+                      validation, on_step)
+    result = trainer.run(iter(dataset), resume)
+    return dataclasses.replace(result, elapsed_seconds=time.monotonic() - started)

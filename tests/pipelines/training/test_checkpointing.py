@@ -1,0 +1,62 @@
+"""The run's checkpoint alone: the directory it claims, the state it saves and restores, bad weights."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.checkpoints import model_config_dict
+from pipelines.config import ConfigError
+from pipelines.training import TrainingDivergedError
+from pipelines.training.checkpointing import Resume, RunCheckpoint
+from pipelines.training.loss_scale import LossScale
+from pipelines.training.workers import Workers
+from tests.pipelines.training.conftest import tiny_model
+
+
+def run_checkpoint(directory, strategy, seed=0, keep=2):
+    model, optimizer = tiny_model(seed)
+    loss_scale = LossScale(strategy, 2.0**15)
+    return RunCheckpoint(directory, strategy, Workers(strategy), model, optimizer, loss_scale, keep), loss_scale
+
+
+def test_a_restored_run_continues_with_the_saved_state(tmp_path, strategy):
+    checkpoint, loss_scale = run_checkpoint(tmp_path, strategy)
+    assert checkpoint.restore() == Resume(0, 0, 0.0)
+    loss_scale.shrink(step=1)
+    loss_scale.grow()
+    checkpoint.optimizer.iterations.assign(9)
+    for step in (3, 6, 9):
+        checkpoint.save(step, consumed_batches=2 * step, train_seconds=step / 2)
+    assert [p.rsplit("/", 1)[1] for p in checkpoint.kept] == ["ckpt-6", "ckpt-9"]  # keep=2
+    assert checkpoint.latest.endswith("ckpt-9")
+    # Another process: other initial weights, all replaced by the newest checkpoint's.
+    other, other_scale = run_checkpoint(tmp_path, strategy, seed=1)
+    assert other.restore() == Resume(step=9, consumed_batches=18, train_seconds=4.5)
+    for a, b in zip(checkpoint.model.weights, other.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(other.optimizer.iterations.numpy()) == 9
+    assert other_scale.value() == 2.0**14 and int(other_scale.good_steps.numpy()) == 1
+
+
+def test_a_directory_of_another_model_is_refused(tmp_path, strategy):
+    checkpoint, _ = run_checkpoint(tmp_path, strategy)
+    record = model_config_dict(checkpoint.model, preset="demo")
+    checkpoint.claim(record, {"train_config": {"seed": 0}})
+    assert json.loads((tmp_path / "train_config.json").read_text()) == {"train_config": {"seed": 0}}
+    checkpoint.claim(record, {})  # the same model: resumable
+    other = {**record, "config": {**record["config"], "d_ff": 64}}
+    with pytest.raises(ConfigError, match=r"different model \(d_ff 32 != 64"):
+        checkpoint.claim(other, {})
+
+
+def test_non_finite_weights_are_never_saved(tmp_path, strategy):
+    checkpoint, _ = run_checkpoint(tmp_path, strategy)
+    checkpoint.save(1, 1, 0.5)
+    kernel = checkpoint.model.trainable_variables[0]
+    kernel.assign(tf.fill(kernel.shape, float("nan")))
+    with pytest.raises(TrainingDivergedError, match="diverged at step 2") as caught:
+        checkpoint.save(2, 2, 1.0)
+    assert caught.value.last_checkpoint.endswith("ckpt-1")
+    assert not list(tmp_path.glob("ckpt-2*"))
