@@ -83,3 +83,78 @@ def test_tasks_sit_on_the_engine_and_not_on_each_other():
         if bad:
             offenders[str(path.relative_to(REPO))] = sorted(bad)
     assert offenders == {}
+
+
+
+def module_file(module: str, repo: Path = REPO) -> Path | None:
+    """The file of dotted ``module`` in ``repo`` (None: not one of its modules)."""
+    base = repo.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def private_imports(path: Path, repo: Path = REPO) -> list[str]:
+    """``_name``s of ``repo``'s modules that ``path`` takes from another package.
+
+    ``from a.b import _c``, ``import a._b`` and ``b._c`` after ``from a import b`` (or ``import
+    a.b as b``) all reach past a module's public surface: within its own package that is the
+    package's business; across packages it ties a caller to what may change without notice.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+    def package(file: Path) -> tuple[str, ...]:  # a package's __init__ belongs to it
+        return file.parent.relative_to(repo).parts
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    def foreign(module: str) -> bool:
+        file = module_file(module, repo)
+        return file is not None and package(file) != package(path)
+
+    found, modules = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                found.update(alias.name for i, part in enumerate(parts)
+                             if private(part) and foreign(".".join(parts[: i + 1])))
+                if alias.asname:
+                    modules[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                is_module = module_file(dotted, repo) is not None
+                if private(alias.name) and foreign(dotted if is_module else node.module):
+                    found.add(dotted)
+                if is_module:
+                    modules[alias.asname or alias.name] = dotted
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and foreign(modules[node.value.id])):
+            found.add(f"{modules[node.value.id]}.{node.attr}")
+    return sorted(found)
+
+
+def test_no_private_names_are_imported_across_packages():
+    files = [f for top in ("keras_transformer", "pipelines", "flows", "benchmarks", "tests")
+             for f in sorted((REPO / top).rglob("*.py"))]
+    offenders = {str(f.relative_to(REPO)): private_imports(f) for f in files}
+    assert {f: names for f, names in offenders.items() if names} == {}
+
+
+def test_the_private_import_check_sees_every_form(tmp_path):
+    # Guard: a module reaching into another package in each way, and one into its own package.
+    for name, text in {"lib/__init__.py": "", "lib/core.py": "def _helper(): pass\ndef api(): pass\n",
+                       "lib/_impl.py": "", "lib/user.py": "from lib.core import _helper\n",
+                       "app/__init__.py": "",
+                       "app/m.py": "import lib._impl\nfrom lib.core import _helper, api\nfrom lib import core\n"
+                                   "from lib import _impl as impl\nimport lib.core as c\n"
+                                   "core._helper\nc._other\ncore.api\n"}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert private_imports(tmp_path / "app" / "m.py", tmp_path) == [
+        "lib._impl", "lib.core._helper", "lib.core._other"]
+    assert private_imports(tmp_path / "lib" / "user.py", tmp_path) == []
