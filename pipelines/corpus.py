@@ -241,6 +241,20 @@ class Corpus:
                 self._name(split, lang)
 
 
+def prepared_provenance(directory: str | Path, key: str) -> dict[str, Any] | None:
+    """``provenance[key]`` of the prepared corpus in ``directory``: what a data stage recorded of
+    how it made it. None when there is no corpus there or it does not verify (a stage then
+    prepares it again)."""
+    if not (Path(directory) / MANIFEST).is_file():
+        return None
+    try:
+        corpus = Corpus.load(directory)
+    except DataError as err:
+        logger.warning("existing corpus in %s is not trusted (%s); preparing it again", directory, err)
+        return None
+    return corpus.manifest.get("provenance", {}).get(key, {})
+
+
 class OfflineError(ConnectionError):
     """A server the stage needs does not answer at all: retrying soon will not help."""
 

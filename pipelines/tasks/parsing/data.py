@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.corpus import Corpus, require_network, sha256_file, write_corpus
+from pipelines.corpus import prepared_provenance, require_network, sha256_file, write_corpus
 from pipelines.textfiles import DataError
 
 from .linearize import linearize, source
@@ -124,11 +124,5 @@ def prepare_treebank(config: TreebankConfig) -> Path:
 
 
 def _up_to_date(output_dir: Path, request: dict[str, Any]) -> bool:
-    if not (output_dir / "manifest.json").is_file():
-        return False
-    try:
-        corpus = Corpus.load(output_dir)
-    except DataError as err:
-        logger.warning("existing corpus in %s is not trusted (%s); preparing it again", output_dir, err)
-        return False
-    return corpus.manifest.get("provenance", {}).get("treebank", {}).get("request") == request
+    stage = prepared_provenance(output_dir, "treebank")
+    return stage is not None and stage.get("request") == request

@@ -13,7 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pipelines.config import ConfigError, load_config
-from pipelines.corpus import SPLITS, Corpus, write_corpus
+from pipelines.corpus import SPLITS, prepared_provenance, write_corpus
 from pipelines.tasks.translation.cleaning import clean_pairs, log_counts, require_nonempty
 from pipelines.tasks.translation.sources import ddtp, folder, wmt14
 from pipelines.tasks.translation.sources.config import SourceConfig
@@ -34,14 +34,9 @@ def _request(config: SourceConfig) -> dict[str, Any]:
 
 
 def _up_to_date(output_dir: Path, request: dict[str, Any], fingerprint: dict | None) -> bool:
-    if not (output_dir / "manifest.json").is_file():
+    stage = prepared_provenance(output_dir, "download")
+    if stage is None:
         return False
-    try:
-        corpus = Corpus.load(output_dir)
-    except DataError as err:
-        logger.warning("existing corpus in %s is not trusted (%s); preparing it again", output_dir, err)
-        return False
-    stage = corpus.manifest.get("provenance", {}).get("download", {})
     if stage.get("request") != request:
         logger.info("%s was prepared with other settings; preparing it again", output_dir)
         return False
