@@ -35,11 +35,12 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
 )
 from flows.preflight import check_run_dir
 from flows.run_state import (
+    REPLACES,
     STATE_FILE,
+    choose_run,
     exclusive,
     mark_crashed,
     read_state,
-    run_to_resume,
     settings_fingerprint,
     write_state,
 )
@@ -53,7 +54,7 @@ from flows.stages import (
     train_task,
     train_timeout,
 )
-from flows.tracking import Tracker, artifact_key
+from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_status
 from pipelines.config import to_dict
 from pipelines.quiet_tensorflow import import_quietly
 
@@ -72,28 +73,17 @@ def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
 
 
 def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
-    from prefect.runtime import flow_run
-
     pipeline_task = config.task
-    state_file = run_dir / STATE_FILE
-    previous = read_state(state_file)
-    mark_crashed(previous.get("flow_run_id"), flow_run.get_id())
-    fingerprint = settings_fingerprint(config)
-    tracker = Tracker.start(
-        config.tracking, run_dir, resume_run_id=run_to_resume(previous, fingerprint, config.resume, config.run_id),
-        named=config.run_id is not None,
-        tags={"task": pipeline_task.name, "preset": config.train.preset,
-              "problem": pipeline_task.identity(config.data), "settings_fingerprint": fingerprint,
-              **_provenance(),
-              **({"mlflow.parentRunId": config.tracking.parent_run_id} if config.tracking.parent_run_id else {})},
-    )
-    write_state(state_file, {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
-                             "fingerprint": fingerprint, "flow_run_id": flow_run.get_id()})
+    run_logger = get_run_logger()  # decisions a user must see go to the flow run's log
+    tracker = _start_tracking(config, run_dir, run_logger)
     tracker.set_tags(_prefect_links())
-    tracker.log_params(to_dict(config))
+    changed = tracker.log_params(to_dict(config))
+    if changed:
+        run_logger.warning("MLflow run %s resumes with changed settings (logged -> now): %s; recorded as tag "
+                           "'changed_on_resume'", tracker.run_id, changed)
     paths = config.run_paths(tracker.run_id)
     train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
-    get_run_logger().info("MLflow run %s writes to %s", tracker.run_id, paths.work)
+    run_logger.info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     monitor = _system_metrics(tracker)
     try:
         corpus_dir = _value(prepare_data_task(pipeline_task, config.data))
@@ -141,6 +131,42 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
                      {**scores["metrics"], **{f"val_{k}": v for k, v in trained["validation"].items()}},
                      scores["primary"])
     return result
+
+
+def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracker:
+    """The MLflow run this flow run works for (:func:`flows.run_state.choose_run`), started or
+    continued; the run it replaces ended, the flow run left running by a killed process marked
+    Crashed, and each decision said in the flow run's log."""
+    from prefect.runtime import flow_run
+
+    state_file = run_dir / STATE_FILE
+    previous = read_state(state_file)
+    fingerprint = settings_fingerprint(config)
+    uri = resolve_tracking_uri(config.tracking, run_dir.resolve())
+    previous_uri = previous.get("tracking_uri") or uri
+    status = run_status(previous_uri, previous["run_id"]) if previous else None
+    choice = choose_run(previous, fingerprint, config.resume, config.run_id, status)
+    run_logger.info("%s", choice.reason)
+    crashed = mark_crashed(previous.get("flow_run_id"), flow_run.get_id(),
+                           resumed=choice.resume is not None and choice.resume == previous.get("run_id"))
+    if crashed:
+        run_logger.warning("flow run %s was left running by a process that is gone: marked %r",
+                           previous["flow_run_id"], crashed)
+    pipeline_task = config.task
+    tracker = Tracker.start(
+        config.tracking, run_dir, resume_run_id=choice.resume, named=config.run_id is not None,
+        tags={"task": pipeline_task.name, "preset": config.train.preset,
+              "problem": pipeline_task.identity(config.data), "settings_fingerprint": fingerprint,
+              **_provenance(),
+              **({"mlflow.parentRunId": config.tracking.parent_run_id} if config.tracking.parent_run_id else {})},
+    )
+    if choice.replaces and choice.replaces != tracker.run_id:
+        end_replaced(previous_uri, choice.replaces, tracker.run_id, choice.reason)
+        tracker.set_tags({REPLACES: choice.replaces})
+        run_logger.info("MLflow run %s ended (killed), replaced by %s", choice.replaces, tracker.run_id)
+    write_state(state_file, {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
+                             "fingerprint": fingerprint, "flow_run_id": flow_run.get_id()})
+    return tracker
 
 
 def _link_in_prefect(tracker: Tracker, problem: str, status: str, metrics: dict[str, Any] | None = None,

@@ -1,12 +1,18 @@
-"""What a ``run_dir`` remembers between flow runs, and who may use it.
+"""What a ``run_dir`` remembers between flow runs, which MLflow run a flow run works for, and who
+may use the ``run_dir``.
 
 ``<run_dir>/mlflow_run.json`` names the MLflow run the last flow run worked for, the fingerprint
 of the settings it trained with and the Prefect flow run that did it. A new flow run resumes
-that MLflow run (and its checkpoints) only when it is unfinished *and* trained with the same
-settings; changed settings, ``resume: never`` (``--new-run``) or a finished run start a new one,
-and ``run_id`` names one to continue explicitly. One flow run at a time may use a ``run_dir``
-(an exclusive lock on ``<run_dir>/.lock``); the one that gets the lock knows that the flow run
-named in the state file is gone, and marks it Crashed in Prefect if it still shows as running.
+that MLflow run (and its checkpoints) only when it is unfinished (running, or failed in a stage)
+*and* trained with the same settings; changed settings or ``resume: never`` (``--new-run``) start
+a new run that *replaces* it: the unfinished run is ended KILLED with tags naming why and the run
+that replaced it, so no run stays RUNNING for ever. A finished (or killed) run is simply followed
+by a new one. ``run_id`` names a run to continue explicitly. The choice and its reason are for the
+flow run's log (:func:`choose_run`).
+
+One flow run at a time may use a ``run_dir`` (an exclusive lock on ``<run_dir>/.lock``); the one
+that gets the lock knows that the flow run named in the state file is gone, and marks it Crashed
+in Prefect if it still shows as running, under a name that says whether its work was resumed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,21 +70,44 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, json.dumps(state, indent=1).encode())
 
 
-def run_to_resume(previous: dict[str, Any], fingerprint: str, resume: str, run_id: str | None) -> str | None:
-    """The MLflow run id to continue, or None for a new run (the reason is logged)."""
+#: MLflow run states a rerun continues: interrupted (still RUNNING) or failed in a stage.
+RESUMABLE = frozenset({"RUNNING", "SCHEDULED", "FAILED"})
+#: Tags on an MLflow run that a new run replaced (and on the new run, naming the one it replaced).
+REPLACED_BY, REPLACED_BECAUSE, REPLACES = "replaced_by", "replaced_because", "replaces"
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The MLflow run a flow run works for: ``resume`` (None: a new one), the unfinished run the new
+    one ``replaces`` (to be ended KILLED), and the ``reason``, said in the flow run's log."""
+
+    resume: str | None
+    replaces: str | None
+    reason: str
+
+
+def choose_run(previous: dict[str, Any], fingerprint: str, resume: str, run_id: str | None,
+               status: str | None) -> RunChoice:
+    """Which MLflow run to work for, given the state file's record and the recorded run's ``status``
+    (None: the tracking store does not know it)."""
+    old = previous.get("run_id")
+    unfinished = status in RESUMABLE
     if run_id:
-        return run_id
-    if not previous:
-        return None
+        replaced = old if unfinished and old != run_id else None
+        return RunChoice(run_id, replaced, f"continuing MLflow run {run_id} (run_id named)")
+    if not old:
+        return RunChoice(None, None, "a new MLflow run: none recorded in this run_dir")
+    if status is None:
+        return RunChoice(None, None, f"a new MLflow run: the recorded run {old} is not in this tracking store")
+    if not unfinished:
+        return RunChoice(None, None, f"a new MLflow run: the last one, {old}, is {status.lower()}")
     if resume == "never":
-        logger.info("resume: never: starting a new MLflow run (%s is left as it is)", previous["run_id"])
-        return None
+        return RunChoice(None, old, f"a new MLflow run replaces unfinished run {old}: resume: never (--new-run)")
     recorded = previous.get("fingerprint")
     if recorded is not None and recorded != fingerprint:
-        logger.warning("the settings changed since MLflow run %s (fingerprint %s, now %s): starting a new "
-                       "run instead of resuming it", previous["run_id"], recorded, fingerprint)
-        return None
-    return previous["run_id"]
+        return RunChoice(None, old, f"a new MLflow run replaces unfinished run {old}: the settings changed "
+                                    f"(fingerprint {recorded}, now {fingerprint})")
+    return RunChoice(old, None, f"resuming MLflow run {old}: unfinished ({status.lower()}), same settings")
 
 
 @contextlib.contextmanager
@@ -100,34 +130,36 @@ def exclusive(run_dir: Path) -> Iterator[None]:
         lock.close()  # closing releases the lock
 
 
-#: The name of the Crashed state given to a flow run whose work the next run resumes.
-SUPERSEDED = "Crashed, resumed"
+#: Names of the Crashed state given to a flow run left "Running" by a process that is gone: its
+#: work resumed by the run that found it, or replaced by a new MLflow run. Not "Crashed": Prefect
+#: names the event after the state (prefect.flow-run.<name>), so the retrain deployment's crash
+#: trigger does not start yet another run for work the run that found it has taken over.
+RESUMED, REPLACED = "Crashed, resumed", "Crashed, replaced"
 
 
-def mark_crashed(flow_run_id: str | None, current_flow_run_id: str | None) -> bool:
+def mark_crashed(flow_run_id: str | None, current_flow_run_id: str | None, resumed: bool = True) -> str | None:
     """Marks a Prefect flow run Crashed if it still shows as running though its process is gone.
 
-    Called with the run_dir lock held, so the flow run the state file names has ended. Returns
-    whether its state was changed; an API that does not know it (another server) changes nothing.
+    Called with the run_dir lock held, so the flow run the state file names has ended. ``resumed``:
+    whether this flow run continues its MLflow run (the state's name says so). Returns the name of
+    the state set, or None when nothing was changed (ended already, or unknown to this API).
     """
     if not flow_run_id or flow_run_id == current_flow_run_id:
-        return False
+        return None
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed
 
+    name = RESUMED if resumed else REPLACED
+    what = "resumes its work" if resumed else "starts a new MLflow run instead of resuming its work"
     try:
         with get_client(sync_client=True) as client:
             run = client.read_flow_run(flow_run_id)
             if run.state is None or not (run.state.is_running() or run.state.is_pending()):
-                return False
-            # A Crashed state under another name: Prefect names the event after the state
-            # (prefect.flow-run.<name>), so the retrain deployment's crash trigger does not start
-            # yet another run for work that the run calling this is about to resume.
+                return None
             client.set_flow_run_state(
-                flow_run_id, Crashed(name=SUPERSEDED, message="its process ended without reporting; the next "
-                                     "run of the same run_dir resumes its work"), force=True)
+                flow_run_id, Crashed(name=name, message=f"its process ended without reporting; the next run of "
+                                                         f"the same run_dir {what}"), force=True)
     except Exception as err:  # noqa: BLE001  (a state we cannot read is not ours to fix)
         logger.info("could not check flow run %s: %s", flow_run_id, err)
-        return False
-    logger.warning("flow run %s was left running by a process that is gone: marked Crashed", flow_run_id)
-    return True
+        return None
+    return name

@@ -71,6 +71,32 @@ def require_server(uri: str, timeout: float = 10.0) -> None:
                           f"does not answer: {getattr(err, 'reason', err)}") from err
 
 
+def run_status(uri: str, run_id: str) -> str | None:
+    """The status of MLflow run ``run_id`` at ``uri`` (``RUNNING``, ``FINISHED``, ...), None if it is
+    not there."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(uri).get_run(run_id).info.status
+    except MlflowException:
+        return None
+
+
+def end_replaced(uri: str, run_id: str, replaced_by: str, reason: str) -> None:
+    """Ends unfinished MLflow run ``run_id`` as KILLED (a failed one keeps FAILED), tagged with the
+    run that replaced it and why: a run nobody will continue must not show as running for ever."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.run_state import REPLACED_BECAUSE, REPLACED_BY
+
+    client = MlflowClient(uri)
+    client.set_tag(run_id, REPLACED_BY, replaced_by)
+    client.set_tag(run_id, REPLACED_BECAUSE, reason)
+    if client.get_run(run_id).info.status in ("RUNNING", "SCHEDULED"):
+        client.set_terminated(run_id, status="KILLED")
+
+
 def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str) -> str | None:
     """The run's page in the MLflow UI of a tracking server (the address MLflow itself prints when
     a run ends, ``mlflow/tracking/_tracking_service/client.py``); None for a local store, which has
@@ -154,21 +180,24 @@ class Tracker:
         logger.info("MLflow run %s in experiment '%s' at %s", run.info.run_id, config.experiment, uri)
         return cls(uri, run.info.run_id)
 
-    def log_params(self, params: dict[str, Any]) -> None:
+    def log_params(self, params: dict[str, Any]) -> dict[str, tuple[str, str]]:
+        """Logs ``params`` (nested, flattened); returns the settings a resumed run logged otherwise.
+
+        MLflow refuses to change a logged value, so a resumed run keeps its parameters and the
+        changed ones (logged -> now) go to tag ``changed_on_resume``: the caller says so loudly,
+        as the run's record no longer describes all of it.
+        """
         from mlflow.entities import Param
 
         existing = self.client.get_run(self.run_id).data.params
         flat = flatten(params)
-        # A resumed run keeps its parameters; MLflow refuses to change a logged value. Settings
-        # changed since are said loudly: the run's record no longer describes all of it.
         changed = {k: (existing[k], v) for k, v in flat.items() if k in existing and existing[k] != v}
         if changed:
-            logger.warning("run %s resumes with changed settings (logged -> now): %s; they are "
-                           "recorded as tag 'changed_on_resume'", self.run_id, changed)
             self.client.set_tag(self.run_id, "changed_on_resume", json.dumps(changed)[:5000])
         fresh = [Param(k, v) for k, v in flat.items() if k not in existing]
         for i in range(0, len(fresh), 100):
             self.client.log_batch(self.run_id, params=fresh[i : i + 100])
+        return changed
 
     def logged_steps(self, key: str) -> set[int]:
         """The steps at which metric ``key`` has been logged in this run."""

@@ -11,7 +11,19 @@ import time
 import pytest
 import yaml
 
-from flows.run_state import SUPERSEDED, exclusive, mark_crashed, run_to_resume, settings_fingerprint
+from flows.run_state import (
+    REPLACED,
+    REPLACED_BECAUSE,
+    REPLACED_BY,
+    REPLACES,
+    RESUMED,
+    STATE_FILE,
+    RunChoice,
+    choose_run,
+    exclusive,
+    mark_crashed,
+    settings_fingerprint,
+)
 from pipelines.config import ConfigError
 from tests.flows.conftest import free_port, wait_until_it_answers, write_config
 
@@ -67,31 +79,102 @@ def test_an_unreachable_tracking_server_fails_before_any_work(tmp_path):
     assert not (tmp_path / "run" / "runs").exists() and not (tmp_path / "run" / "data").exists()
 
 
-def test_changed_settings_or_resume_never_start_a_new_run_instead_of_resuming(tmp_path):
+def flow_run_logs(flow_run_id: str) -> str:
+    """What a flow run logged, read back from the Prefect API (as its UI shows it)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()  # logs go to the API in batches: send what is queued, and wait
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    return "\n".join(log.message for log in logs)
+
+
+def left_running(run_dir, mlflow_run_id: str, tracking_uri: str, fingerprint: str) -> str:
+    """A Prefect flow run still "Running" though its process is gone, named in the run_dir's
+    state file with its MLflow run, as a SIGKILLed flow run without a worker leaves them."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    @flow(name="killed-flow")
+    def killed():
+        pass
+
+    with get_client(sync_client=True) as client:
+        flow_run_id = str(client.create_flow_run(killed, state=Running()).id)
+    (run_dir / STATE_FILE).write_text(json.dumps({"run_id": mlflow_run_id, "tracking_uri": tracking_uri,
+                                                  "fingerprint": fingerprint, "flow_run_id": flow_run_id}))
+    return flow_run_id
+
+
+def flow_run_state(flow_run_id: str):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id).state
+
+
+@pytest.mark.slow
+def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_path):
+    """Changed settings and --new-run replace an unfinished MLflow run: it ends KILLED, tagged with
+    why and with its successor; a finished run is followed without a word about settings; the flow
+    run a killed process left "Running" is labelled by what really happened to its work."""
     from mlflow.tracking import MlflowClient
 
     from flows.translation import load_translation_config, translation_pipeline
 
     path = write_config(tmp_path, train_steps=4, checkpoint_every_steps=1)
-    config = load_translation_config(path)
-    # An unfinished run of a model with other settings, as a failed run of an older config leaves.
-    uri = f"sqlite:///{(tmp_path / 'run').resolve() / 'mlflow.db'}"
-    (tmp_path / "run").mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    uri = f"sqlite:///{run_dir.resolve() / 'mlflow.db'}"
     client = MlflowClient(uri)
     experiment = client.create_experiment("flow-test")
-    stale = client.create_run(experiment).info.run_id
-    (tmp_path / "run" / "mlflow_run.json").write_text(json.dumps(
-        {"run_id": stale, "tracking_uri": uri, "fingerprint": "an-older-model"}))
-    result = translation_pipeline(str(path), {"export": False})
-    assert result["run_id"] != stale and result["start_step"] == 0
-    assert client.get_run(stale).info.status == "RUNNING"  # left as it was, not taken over
 
-    # Same settings, unfinished, but a new run asked for.
-    state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
-    assert state["fingerprint"] == settings_fingerprint(config)
-    client.update_run(state["run_id"], status="FAILED")
-    again = translation_pipeline(str(path), {"export": False, "resume": "never"})
-    assert again["run_id"] not in (stale, result["run_id"])
+    # 1. An unfinished run of other settings (a killed run of an older config): replaced, not resumed.
+    stale = client.create_run(experiment).info.run_id
+    killed = left_running(run_dir, stale, uri, "an-older-model")
+    first = translation_pipeline(str(path), {"export": False})
+    assert first["run_id"] != stale and first["start_step"] == 0
+    replaced = client.get_run(stale)
+    assert replaced.info.status == "KILLED"
+    assert replaced.data.tags[REPLACED_BY] == first["run_id"]
+    assert "the settings changed (fingerprint an-older-model" in replaced.data.tags[REPLACED_BECAUSE]
+    assert client.get_run(first["run_id"]).data.tags[REPLACES] == stale
+    assert flow_run_state(killed).name == REPLACED  # its work was not resumed: not "Crashed, resumed"
+    logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
+    assert f"a new MLflow run replaces unfinished run {stale}: the settings changed" in logs
+    assert f"marked '{REPLACED}'" in logs
+    assert f"MLflow run {stale} ended (killed), replaced by {first['run_id']}" in logs
+
+    # 2. The last run finished; other settings: a new run, and no word of changed settings.
+    second = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5}})
+    assert second["run_id"] != first["run_id"]
+    finished = client.get_run(first["run_id"])
+    assert finished.info.status == "FINISHED" and REPLACED_BY not in finished.data.tags
+    logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
+    assert f"a new MLflow run: the last one, {first['run_id']}, is finished" in logs
+    assert "settings changed" not in logs
+
+    # 3. --new-run over an unfinished run with the same settings (one failed in a stage): replaced.
+    client.update_run(second["run_id"], status="FAILED")
+    third = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5},
+                                             "resume": "never"})
+    failed = client.get_run(second["run_id"])
+    assert third["run_id"] != second["run_id"] and failed.info.status == "FAILED"  # already final
+    assert failed.data.tags[REPLACED_BY] == third["run_id"] and "resume: never" in failed.data.tags[REPLACED_BECAUSE]
+
+    # 4. Same settings, unfinished, left by a killed flow run: resumed, and labelled so.
+    client.update_run(third["run_id"], status="RUNNING")
+    killed = left_running(run_dir, third["run_id"], uri, settings_fingerprint(
+        load_translation_config(path, {"train": {"learning_rate_scale": 0.5}})))
+    fourth = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5}})
+    assert fourth["run_id"] == third["run_id"] and client.get_run(third["run_id"]).info.status == "FINISHED"
+    assert flow_run_state(killed).name == RESUMED
+    logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
+    assert f"resuming MLflow run {third['run_id']}: unfinished (running), same settings" in logs
+    assert f"marked '{RESUMED}'" in logs
 
     with pytest.raises(ConfigError, match=r"run_id='no-such-run': no such MLflow run"):
         translation_pipeline(str(path), {"export": False, "run_id": "no-such-run"})
@@ -110,13 +193,24 @@ def test_the_fingerprint_follows_what_makes_the_model(tmp_path):
         assert settings_fingerprint(load_translation_config(path, changed)) != base, changed
 
 
-def test_resume_choice():
+def test_which_mlflow_run_a_flow_run_works_for():
     previous = {"run_id": "r1", "fingerprint": "f"}
-    assert run_to_resume(previous, "f", "auto", None) == "r1"
-    assert run_to_resume(previous, "g", "auto", None) is None
-    assert run_to_resume(previous, "f", "never", None) is None
-    assert run_to_resume({}, "f", "auto", None) is None
-    assert run_to_resume(previous, "g", "never", "named") == "named"
+    assert choose_run(previous, "f", "auto", None, "RUNNING") == RunChoice(
+        "r1", None, "resuming MLflow run r1: unfinished (running), same settings")
+    assert choose_run(previous, "f", "auto", None, "FAILED").resume == "r1"  # failed in a stage: resumed
+    changed = choose_run(previous, "g", "auto", None, "RUNNING")
+    assert (changed.resume, changed.replaces) == (None, "r1") and "the settings changed" in changed.reason
+    never = choose_run(previous, "f", "never", None, "RUNNING")
+    assert (never.resume, never.replaces) == (None, "r1") and "resume: never" in never.reason
+    for status in ("FINISHED", "KILLED"):  # over: followed by a new run, nothing replaced, settings unsaid
+        after = choose_run(previous, "g", "auto", None, status)
+        assert (after.resume, after.replaces) == (None, None) and "settings" not in after.reason
+    assert choose_run(previous, "f", "auto", None, None) == RunChoice(
+        None, None, "a new MLflow run: the recorded run r1 is not in this tracking store")
+    assert choose_run({}, "f", "auto", None, None).resume is None
+    assert choose_run(previous, "g", "never", "named", "RUNNING") == RunChoice(
+        "named", "r1", "continuing MLflow run named (run_id named)")
+    assert choose_run(previous, "g", "never", "r1", "RUNNING").replaces is None
 
 
 def test_one_flow_run_per_run_dir(tmp_path):
@@ -139,12 +233,15 @@ def test_a_flow_run_left_running_by_a_killed_process_is_marked_crashed():
 
     with get_client(sync_client=True) as client:
         run = client.create_flow_run(killed, state=Running())
-        assert mark_crashed(str(run.id), current_flow_run_id=None)
+        assert mark_crashed(str(run.id), current_flow_run_id=None) == RESUMED
         state = client.read_flow_run(run.id).state
         # Crashed, but not under the name the retrain deployment's crash trigger listens for: the
         # run that found it resumes its work, so no second run must be started for it.
-        assert state.is_crashed() and state.name == SUPERSEDED != "Crashed"
+        assert state.is_crashed() and state.name == RESUMED != "Crashed"
         assert not mark_crashed(str(run.id), current_flow_run_id=None)  # already ended: left alone
+        other = client.create_flow_run(killed, state=Running())
+        assert mark_crashed(str(other.id), None, resumed=False) == REPLACED != "Crashed"
+        assert client.read_flow_run(other.id).state.is_crashed()
     assert not mark_crashed("00000000-0000-0000-0000-000000000000", None)  # unknown to this API
 
 
