@@ -15,10 +15,12 @@ error do not wait for them.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +28,6 @@ from flows.pipeline_config import load_pipeline_config, parse_overrides
 from flows.preflight import check_before_start
 from pipelines.config import ConfigError, merge
 from pipelines.textfiles import DataError
-
-logger = logging.getLogger(__name__)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -81,15 +81,17 @@ class _NoUserErrorTraceback(logging.Filter):
         return True
 
 
-def main(prog: str, flow_fn: Callable[..., dict[str, Any]], config_class: type, default_config: str, doc: str,
+def main(prog: str, flow_ref: str, config_class: type, default_config: str, doc: str,
          check_data: Callable[[Any], None] | None = None, argv: list[str] | None = None) -> int:
     """Checks the settings, runs the flow, prints what was written, the scores and three examples.
 
+    ``flow_ref`` (``module:function``) is imported once the settings pass, Prefect with it;
     ``check_data(config.data)`` is the task's check of its data settings (:mod:`flows.preflight`).
     """
     parser = build_parser(prog, doc, default_config)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # No logging set-up of our own: Prefect's, once it is imported, shows the project's loggers
+    # (PREFECT_LOGGING_EXTRA_LOGGERS, flows/__init__.py) and keeps other libraries' INFO lines out.
     errors = user_errors()
     try:
         overrides = overrides_of(args)
@@ -100,6 +102,8 @@ def main(prog: str, flow_fn: Callable[..., dict[str, Any]], config_class: type, 
     if not args.debug:
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).addFilter(_NoUserErrorTraceback(errors))
+    module, _, function = flow_ref.partition(":")
+    flow_fn = getattr(importlib.import_module(module), function)
     try:
         result = flow_fn(args.config, overrides or None)
     except errors as err:
@@ -110,7 +114,7 @@ def main(prog: str, flow_fn: Callable[..., dict[str, Any]], config_class: type, 
 
 def _fail(prog: str, err: BaseException, debug: bool) -> int:
     if debug:
-        logger.exception("%s", err)
+        traceback.print_exception(err, file=sys.stderr)
     print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
     return 2
 

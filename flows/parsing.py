@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
-
 from flows.pipeline_config import PipelineConfig, load_pipeline_config
 from flows.preflight import existing_path
 from pipelines.tasks.parsing.data import TreebankConfig
@@ -40,23 +38,26 @@ def load_parsing_config(path: str | Path, overrides: dict[str, Any] | None = Non
     return load_pipeline_config(ParsingPipelineConfig, path, overrides)
 
 
-@flow(name="transformer-parsing", log_prints=False)
-def parsing_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | None = None) -> dict[str, Any]:
-    """Treebank -> vocabularies -> train -> average -> parse and score (-> export), tracked in MLflow."""
-    from flows.pipeline import run_pipeline
-
-    return run_pipeline(load_parsing_config(config_path, overrides))
-
-
 def check_data(data: TreebankConfig) -> None:
     """The treebank the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
     from pipelines.tasks.parsing.treebank import HOW_TO_GET_SAMPLE
 
     existing_path("data.path", data.path, HOW_TO_GET_SAMPLE)
 
-
+# The command line (flows.cli) checks the settings before Prefect is imported: --help and a settings
+# error answer in about a second. It imports this module again, by name, for the flow below.
 if __name__ == "__main__":
     from flows.cli import main
 
-    sys.exit(main("python -m flows.parsing", parsing_pipeline, ParsingPipelineConfig, DEFAULT_CONFIG, __doc__,
-                  check_data))
+    sys.exit(main("python -m flows.parsing", "flows.parsing:parsing_pipeline", ParsingPipelineConfig,
+                  DEFAULT_CONFIG, __doc__, check_data))
+
+from prefect import flow  # noqa: E402  (after the command line, which must not wait for it)
+
+
+@flow(name="transformer-parsing", log_prints=False)
+def parsing_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | None = None) -> dict[str, Any]:
+    """Treebank -> vocabularies -> train -> average -> parse and score (-> export), tracked in MLflow."""
+    from flows.pipeline import run_pipeline
+
+    return run_pipeline(load_parsing_config(config_path, overrides))

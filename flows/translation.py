@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
-
 from flows.pipeline_config import PipelineConfig, load_pipeline_config
 from flows.preflight import existing_path
 from pipelines.tasks.translation.evaluation import EvalConfig
@@ -38,6 +36,22 @@ def load_translation_config(path: str | Path, overrides: dict[str, Any] | None =
     return load_pipeline_config(TranslationPipelineConfig, path, overrides)
 
 
+def check_data(data: SourceConfig) -> None:
+    """The folders the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
+    existing_path("data.folder", data.folder if data.source == "folder" else None)
+    existing_path("data.translations_dir", data.translations_dir)
+
+# The command line (flows.cli) checks the settings before Prefect is imported: --help and a settings
+# error answer in about a second. It imports this module again, by name, for the flow below.
+if __name__ == "__main__":
+    from flows.cli import main
+
+    sys.exit(main("python -m flows.translation", "flows.translation:translation_pipeline", TranslationPipelineConfig,
+                  DEFAULT_CONFIG, __doc__, check_data))
+
+from prefect import flow  # noqa: E402  (after the command line, which must not wait for it)
+
+
 @flow(name="transformer-translation", log_prints=False)
 def translation_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | None = None) -> dict[str, Any]:
     """Data -> vocabulary -> train -> average -> evaluate (-> export), tracked in MLflow.
@@ -48,16 +62,3 @@ def translation_pipeline(config_path: str = DEFAULT_CONFIG, overrides: dict | No
     from flows.pipeline import run_pipeline
 
     return run_pipeline(load_translation_config(config_path, overrides))
-
-
-def check_data(data: SourceConfig) -> None:
-    """The folders the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
-    existing_path("data.folder", data.folder if data.source == "folder" else None)
-    existing_path("data.translations_dir", data.translations_dir)
-
-
-if __name__ == "__main__":
-    from flows.cli import main
-
-    sys.exit(main("python -m flows.translation", translation_pipeline, TranslationPipelineConfig, DEFAULT_CONFIG,
-                  __doc__, check_data))

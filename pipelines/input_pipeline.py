@@ -28,15 +28,21 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tensorflow as tf
 from tqdm import tqdm
 
-from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
 from pipelines.textfiles import DataError
 from pipelines.vocabulary import Vocabulary, as_vocabulary
+
+if TYPE_CHECKING:  # imported where used: reading the settings must not import it
+    import tensorflow as tf
+
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    #: One shared tokenizer, or the vocabulary's tokenizers (``Vocabulary(source, target)``).
+    Tokenizers = SubwordTokenizer | Vocabulary[SubwordTokenizer]
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +107,6 @@ class InputConfig:
         return [max(1, self.tokens_per_batch // n) for n in longest]
 
 
-#: One shared tokenizer, or the vocabulary's tokenizers (``Vocabulary(source, target)``).
-Tokenizers = SubwordTokenizer | Vocabulary[SubwordTokenizer]
-
-
 def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> Path:
     """The TFRecord file of ``split``'s ids, named by a hash of everything that determines them."""
     source_tok, target_tok = as_vocabulary(tokenizers)
@@ -116,6 +118,8 @@ def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Input
 
 
 def _int64_feature(values) -> tf.train.Feature:
+    import tensorflow as tf
+
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
@@ -126,6 +130,8 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
     the special-token layout or on ``max_length``).
     """
+    import tensorflow as tf
+
     path = cache_path(corpus, split, tokenizers, config)
     if path.is_file():
         return path
@@ -137,7 +143,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     n = 0
     try:
         with tf.io.TFRecordWriter(tmp) as writer, tqdm(total=total, unit=" pairs", leave=False,
-                                                       desc=f"tokenize {split}") as bar:
+                                                       desc=f"tokenize {split}", disable=None) as bar:
             pairs = corpus.pairs(split)
             while True:
                 chunk = [pair for _, pair in zip(range(config.tokenize_batch_size), pairs)]
@@ -164,6 +170,8 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
 
 
 def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    import tensorflow as tf
+
     features = tf.io.parse_single_example(record, {
         "source": tf.io.RaggedFeature(tf.int64), "target": tf.io.RaggedFeature(tf.int64)})
     return tf.cast(features["source"], tf.int32), tf.cast(features["target"], tf.int32)
@@ -172,6 +180,8 @@ def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                    training: bool) -> tf.data.Dataset:
     """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
+    import tensorflow as tf
+
     path = build_cache(corpus, split, tokenizers, config)
     dataset = tf.data.TFRecordDataset(str(path))
     dataset = dataset.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
@@ -210,6 +220,8 @@ def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inp
     ``config.repeat``, repeated; otherwise the order is deterministic and every example that
     fits ``max_length`` appears once.
     """
+    import tensorflow as tf
+
     pad = _pad_value(tokenizers)
     dataset = _token_dataset(corpus, split, tokenizers, config, training)
     dataset = dataset.bucket_by_sequence_length(
@@ -247,6 +259,8 @@ def padding_fraction(dataset: tf.data.Dataset, pad_id: int = 0,
     Returns ``{"source": f, "target": f, "total": f, "batches": n, "examples": n,
     "tokens": real tokens, "max_batch_tokens": largest batch_size * padded length}``.
     """
+    import tensorflow as tf
+
     if max_batches is not None:
         dataset = dataset.take(max_batches)
 

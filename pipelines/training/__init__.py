@@ -38,21 +38,42 @@ with a YAML file holding a ``train:`` section (:class:`TrainConfig`) and a ``dat
 (:class:`TrainDataConfig`).
 """
 
-from pipelines.training.budget import TrainingBudget
-from pipelines.training.cli import TrainDataConfig, TrainingJobConfig, main, run_from_config
-from pipelines.training.config import (
-    DATA_RESUME,
-    METRICS_FILE,
-    MIXED_PRECISION,
-    TrainConfig,
-    TrainingDivergedError,
-    TrainResult,
-)
-from pipelines.training.runner import train
-from pipelines.training.state import dropout_rng_trackable, read_metrics, seed_initialisation
-from pipelines.training.strategy import build_configured_strategy
-from pipelines.training.trainer import Trainer
-from pipelines.training.validation import validation_loss
+# Imported on first use (PEP 562): reading a TrainConfig must not import the trainer and TensorFlow.
+_EXPORTS = {
+    'TrainingBudget': 'pipelines.training.budget',
+    'TrainDataConfig': 'pipelines.training.cli',
+    'TrainingJobConfig': 'pipelines.training.cli',
+    'main': 'pipelines.training.cli',
+    'run_from_config': 'pipelines.training.cli',
+    'DATA_RESUME': 'pipelines.training.config',
+    'METRICS_FILE': 'pipelines.training.config',
+    'MIXED_PRECISION': 'pipelines.training.config',
+    'TrainConfig': 'pipelines.training.config',
+    'TrainingDivergedError': 'pipelines.training.config',
+    'TrainResult': 'pipelines.training.config',
+    'train': 'pipelines.training.runner',
+    'dropout_rng_trackable': 'pipelines.training.state',
+    'read_metrics': 'pipelines.training.state',
+    'seed_initialisation': 'pipelines.training.state',
+    'build_configured_strategy': 'pipelines.training.strategy',
+    'Trainer': 'pipelines.training.trainer',
+    'validation_loss': 'pipelines.training.validation',
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "DATA_RESUME", "METRICS_FILE", "MIXED_PRECISION", "TrainConfig", "TrainDataConfig", "TrainResult", "Trainer",

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.presets import TrainingRecipe, get_preset
-from keras_transformer.transformer import Transformer
 from pipelines.config import ConfigError
 from pipelines.distribution import STRATEGY_KINDS
 from pipelines.vocabulary import Vocabulary
+
+if TYPE_CHECKING:  # Keras: imported when a model is built, not to read these settings
+    from keras_transformer.transformer import Transformer
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 DATA_RESUME = ("skip", "restart")

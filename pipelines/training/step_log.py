@@ -36,7 +36,8 @@ class StepLog:
         self.bar = tqdm(total=round(budget.seconds / 60, 1) if timed else train_steps,
                         initial=round(budget.spent() / 60, 1) if timed else start_step,
                         unit="min" if timed else "step", desc="train",
-                        disable=not (progress_bar and is_chief), dynamic_ncols=True)
+                        # None: only on a terminal (tqdm's isatty check); a log gets the log lines
+                        disable=None if progress_bar and is_chief else True, dynamic_ncols=True)
 
     def record(self, record: dict[str, Any]) -> None:
         """Keeps one step's record (before its checkpoint: a kill in between leaves a record newer

@@ -80,7 +80,7 @@ def parse_translation_file(path: str | Path) -> dict[str, Description]:
 
     in_description = False
     for lineno, line in enumerate(tqdm(read_lines(path), desc=path.name, unit=" lines",
-                                       mininterval=2.0, leave=False), start=1):
+                                       mininterval=2.0, leave=False, disable=None), start=1):
         if not line.strip():
             flush()
             md5 = summary = None

@@ -70,7 +70,8 @@ def prepare_corpus(config: SourceConfig) -> Path:
             pairs = raw.pairs[split]
             if config.max_examples is not None:
                 pairs = islice(pairs, config.max_examples)
-            pairs = tqdm(pairs, desc=f"{config.source} {split}", unit=" pairs", mininterval=2.0, leave=False)
+            pairs = tqdm(pairs, desc=f"{config.source} {split}", unit=" pairs", mininterval=2.0, leave=False,
+                         disable=None)
             kept, counts[split] = clean_pairs(pairs, config.cleaning,
                                               apply_filters=split in config.cleaning.filter_splits)
             log_counts(f"{config.source} {config.language_pair} {split}", counts[split])

@@ -1,0 +1,129 @@
+"""The flows' command line as a user runs it (a subprocess of ``python -m flows.translation``):
+user errors exit 2 with one line and no traceback, found before any server or model starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.flows.conftest import REPO, write_config
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    """Replaces the temporary in-process API of ``conftest.py``: these runs start their own, or none."""
+    yield
+
+
+def run_flow(*args: str, cwd, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(cwd / "prefect-home"), **(env or {})}
+    environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the entry point must quieten TensorFlow itself
+    environment.pop("PREFECT_API_URL", None)
+    return subprocess.run([sys.executable, "-m", "flows.translation", *args], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *expected: str) -> str:
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+    line = lines[0]
+    assert line.startswith("python -m flows.translation: error: "), line
+    for text in expected:
+        assert text in line, line
+    # Found before anything started: no Prefect server, no TensorFlow, nothing written.
+    assert "Traceback" not in done.stderr and "prefect" not in done.stderr.lower()
+    return line
+
+
+def test_a_misspelt_setting_exits_2_with_one_line_naming_it_and_the_closest_key(tmp_path):
+    config = write_config(tmp_path)
+    done = run_flow("--config", str(config), "--set", "train.warmup_stepz=10", cwd=tmp_path)
+    assert_one_line_error(done, "--set train.warmup_stepz: unknown setting", "did you mean train.warmup_steps?")
+    assert not (tmp_path / "run").exists()
+
+    text = config.read_text().replace("  validate_every_steps:", "  validate_evry_steps:")
+    config.write_text(text)
+    line_number = next(i for i, line in enumerate(text.splitlines(), 1) if "validate_evry_steps" in line)
+    done = run_flow("--config", str(config), cwd=tmp_path)
+    assert_one_line_error(done, f"{config}:{line_number}: train.validate_evry_steps: unknown setting",
+                          "did you mean train.validate_every_steps?")
+
+
+def test_a_missing_data_folder_exits_2_with_one_line_naming_the_setting(tmp_path):
+    config = write_config(tmp_path)
+    missing = tmp_path / "no-such-corpus"
+    done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={missing}",
+                    cwd=tmp_path)
+    assert_one_line_error(done, f"data.folder: {missing} does not exist")
+    assert not (tmp_path / "run" / "runs").exists()
+
+
+def test_debug_shows_the_traceback_of_a_user_error(tmp_path):
+    config = write_config(tmp_path)
+    done = run_flow("--config", str(config), "--set", "train.warmup_stepz=10", "--debug", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" in done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("python -m flows.translation: error: --set")
+
+
+def test_help_answers(tmp_path):
+    done = run_flow("--help", cwd=tmp_path)
+    assert done.returncode == 0 and "--new-run" in done.stdout and "--debug" in done.stdout
+    assert not done.stderr
+
+
+@pytest.mark.parametrize("line, noise", [
+    ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR", True),
+    ("I0000 00:00:1795597593.472981    6304 port.cc:153] oneDNN custom operations are on. You may see", True),
+    ("I0000 00:00:1795597593.473890    6304 cudart_stub.cc:31] Could not find cuda drivers on your machine", True),
+    ("E0000 00:00:1795597602.546332    6304 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error", True),
+    ("E0000 00:00:1795597602.546332    6304 op_kernel.cc:52] OP_REQUIRES failed at save_restore_v2_ops", False),
+    ("Traceback (most recent call last):", False),
+])
+def test_only_tensorflows_start_up_lines_are_dropped(line, noise):
+    from pipelines.quiet_tensorflow import is_start_up_line
+
+    assert is_start_up_line(line + "\n") is noise
+
+
+#: What TensorFlow's libraries print at start-up whatever the log level (absl before InitializeLog).
+TF_START_UP = re.compile(r"^([IWE]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING: All log messages before absl)", re.M)
+
+
+def result_of(done: subprocess.CompletedProcess) -> dict:
+    """The result the command prints (a JSON object, then the examples)."""
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.JSONDecoder().raw_decode(done.stdout)[0]
+
+
+@pytest.mark.slow
+def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
+    """--train-steps, --set, --new-run and --run-id as a user types them; stderr of a healthy run
+    holds no TensorFlow start-up lines."""
+    from mlflow.tracking import MlflowClient
+
+    config = write_config(tmp_path)
+    common = ("--config", str(config), "--set", "export=false", "--set", "evaluation.max_sentences=4")
+    first = run_flow(*common, "--train-steps", "10", cwd=tmp_path)
+    result = result_of(first)
+    assert not TF_START_UP.search(first.stderr), TF_START_UP.findall(first.stderr)
+    assert "Traceback" not in first.stderr and "httpx" not in first.stderr
+    assert "\r" not in first.stderr  # no progress bar redrawn into a log (stderr is not a terminal)
+    assert "training reached step 10 (started at 0)" in first.stderr  # the log lines are there
+    assert (result["start_step"], result["final_step"]) == (0, 10)
+    state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
+    client = MlflowClient(state["tracking_uri"])
+    params = client.get_run(result["run_id"]).data.params
+    assert (params["train.train_steps"], params["train.checkpoint_every_steps"]) == ("10", "2")
+    assert params["evaluation.max_sentences"] == "4" and params["export"] == "False"
+
+    # --new-run: a new MLflow run though nothing changed; --run-id: that run named and continued.
+    again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path))
+    assert again["run_id"] != result["run_id"] and again["start_step"] == 0
+    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result["run_id"], cwd=tmp_path))
+    assert named["run_id"] == result["run_id"] and (named["start_step"], named["final_step"]) == (10, 12)
+    assert client.get_run(again["run_id"]).info.status == "FINISHED"
