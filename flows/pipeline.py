@@ -115,7 +115,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
             result["export"] = export_task(model_path, tokenizer_paths, config.train.preset,
                                            str(paths.export))
             if config.tracking.register:
-                model_name = config.tracking.registered_model or pipeline_task.identity(config.data)
+                model_name = config.registered_model
                 result["promotion"] = register_task(pipeline_task, tracker, model_name, result["export"],
                                                     scores, corpus_dir, config.evaluation, str(paths.work))
     except BaseException as err:

@@ -94,6 +94,12 @@ class PipelineConfig:
                 )
 
     @property
+    def registered_model(self) -> str:
+        """The registered model this run's model competes in (``tracking.registered_model``, else
+        the experiment's name: one per purpose, never shared by two configs)."""
+        return self.tracking.registered_model or self.tracking.experiment
+
+    @property
     def tokenizer_dir(self) -> Path:
         return Path(self.run_dir) / "tokenizer"
 

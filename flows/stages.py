@@ -238,7 +238,8 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
     create_markdown_artifact(markdown=registry.decision_markdown(decision),
                              key=f"promotion-{model_name}".lower().replace("_", "-").replace(".", "-"),
                              description=f"champion decision for {model_name}")
-    get_run_logger().info("%s", decision["reason"])
+    get_run_logger().info("%s v%s %s: %s", model_name, version.version,
+                          "promoted to champion" if decision["promoted"] else "not promoted", decision["reason"])
     return decision
 
 

@@ -38,8 +38,10 @@ class TrackingConfig:
     ``experiment``, ``run_name``; ``log_every_steps`` for per-step training metrics;
     ``parent_run_id``: nest the run under that one (an ablation's variants, :mod:`flows.ablation`).
     ``register``: log the export as an MLflow model, register it as a version of
-    ``registered_model`` (default: the task and its data, e.g. ``translation-ddtp-en-de``) and
-    promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
+    ``registered_model`` and promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
+    One registered model per purpose (the demo, the weekly retraining, En-Fr, parsing: each config
+    names its own; default: the experiment's name), so that a demo or an ad-hoc run never becomes
+    the champion another purpose serves.
     """
 
     tracking_uri: str | None = None

@@ -76,6 +76,15 @@ def test_help_answers(tmp_path):
     assert not done.stderr
 
 
+@pytest.mark.parametrize("args", [("--help",), ("--set", "train.warmup_stepz=10")])
+def test_help_and_a_settings_error_import_no_tensorflow_mlflow_or_prefect(tmp_path, args):
+    """What makes them answer in about a second (not timed: a busy machine is slower, not wrong)."""
+    done = run_flow(*args, cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {name for name in imported if name.split(".")[0] in ("tensorflow", "keras", "mlflow", "prefect")}
+    assert imported and not heavy, sorted(heavy)[:10]
+
+
 @pytest.mark.parametrize("line, noise", [
     ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR", True),
     ("I0000 00:00:1795597593.472981    6304 port.cc:153] oneDNN custom operations are on. You may see", True),

@@ -26,6 +26,7 @@ from flows.run_state import (
 )
 from pipelines.config import ConfigError
 from tests.flows.conftest import free_port, wait_until_it_answers, write_config
+from tests.flows.prefect_api import flow_run_logs
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_a_tracking_server_gets_the_run_its_artifacts_and_the_model(mlflow_serve
     assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # the server's, not this machine's
     assert list(artifacts.rglob("MLmodel")) and list(artifacts.rglob("scores.json"))
     assert not (tmp_path / "run" / "mlartifacts").exists() and not (tmp_path / "run" / "mlflow.db").exists()
-    champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
+    champion = client.get_model_version_by_alias("flow-test", "champion")
     assert champion.run_id == result["run_id"]
 
 
@@ -77,18 +78,6 @@ def test_an_unreachable_tracking_server_fails_before_any_work(tmp_path):
         translation_pipeline(str(config), {"tracking": {"tracking_uri": "http://127.0.0.1:9"}})
     assert time.monotonic() - started < 30
     assert not (tmp_path / "run" / "runs").exists() and not (tmp_path / "run" / "data").exists()
-
-
-def flow_run_logs(flow_run_id: str) -> str:
-    """What a flow run logged, read back from the Prefect API (as its UI shows it)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogHandler
-
-    APILogHandler().flush()  # logs go to the API in batches: send what is queued, and wait
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
-    return "\n".join(log.message for log in logs)
 
 
 def left_running(run_dir, mlflow_run_id: str, tracking_uri: str, fingerprint: str) -> str:

@@ -14,6 +14,7 @@ import yaml
 
 from pipelines.config import ConfigError
 from tests.flows.conftest import DEMO, REPO, free_port, wait_until_it_answers, write_config
+from tests.flows.prefect_api import flow_run_logs
 
 
 @pytest.fixture(scope="module")
@@ -143,18 +144,57 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
     tmp_path, _, result = finished_run
     uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     client = MlflowClient(uri, registry_uri=uri)
-    champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
+    assert result["promotion"]["model"] == "flow-test"  # the tiny config's purpose: its experiment
+    champion = client.get_model_version_by_alias("flow-test", "champion")
     assert champion.run_id == result["run_id"] or result["promotion"]["promoted"] is False
     assert result["promotion"]["reason"] == "no champion yet" and result["promotion"]["promoted"]
     # Through the environment, as a user would (mlflow.set_tracking_uri would leak into later tests).
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model = mlflow.pyfunc.load_model("models:/translation-ddtp-en-de@champion")
+    model = mlflow.pyfunc.load_model("models:/flow-test@champion")
     assert [i.name for i in model.metadata.get_input_schema().inputs] == ["source"]
     out = model.predict(pd.DataFrame({"source": ["The package contains the development files.", ""]}))
     assert list(out.columns) == ["translation"] and len(out) == 2 and isinstance(out["translation"][0], str)
-    requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/translation-ddtp-en-de@champion")).read_text()
+    requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/flow-test@champion")).read_text()
     assert "tensorflow==" in requirements and "tensorflow-text==" in requirements  # pinned, not inferred
+
+
+def test_two_purposes_promote_into_two_registered_models(finished_run, tmp_path):
+    """Another purpose (another config's registered model) on the same tracking store gets a
+    registered model and a champion of its own; the first purpose's champion is not touched."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.translation import translation_pipeline
+
+    first_dir, config, _ = finished_run
+    uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    before = client.get_model_version_by_alias("flow-test", "champion")
+    other = translation_pipeline(str(config), {"run_dir": str(tmp_path / "retrain"), "tracking": {
+        "tracking_uri": uri, "registered_model": "flow-test-retrain"}})
+    decision = other["promotion"]
+    assert (decision["model"], decision["promoted"]) == ("flow-test-retrain", True)
+    assert decision["reason"] == "no champion yet"
+    assert client.get_model_version_by_alias("flow-test-retrain", "champion").run_id == other["run_id"]
+    after = client.get_model_version_by_alias("flow-test", "champion")
+    assert (after.version, after.run_id) == (before.version, before.run_id)
+    assert [v.run_id for v in client.search_model_versions("name='flow-test-retrain'")] == [other["run_id"]]
+
+
+def test_every_config_and_deployment_purpose_has_a_registered_model_of_its_own():
+    from flows.parsing import load_parsing_config
+    from flows.translation import load_translation_config
+
+    purposes = {(str(path.relative_to(REPO)), "{}") for path in (REPO / "configs").rglob("*.yaml")}
+    for deployment in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]:
+        overrides = deployment["parameters"].get("overrides") or {}
+        purposes.add((deployment["parameters"]["config_path"], json.dumps(overrides, sort_keys=True)))
+    names = {}
+    for path, overrides in sorted(purposes):
+        load = load_parsing_config if path.startswith("configs/parsing") else load_translation_config
+        names[path, overrides] = load(REPO / path, json.loads(overrides)).registered_model
+    assert len(set(names.values())) == len(names), names
+    assert names["configs/translation/demo.yaml", "{}"] != names["configs/translation/cpu-small.yaml", "{}"]
 
 
 def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
@@ -170,7 +210,7 @@ def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
            "PATH": path}
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/translation-ddtp-en-de@champion",
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/flow-test@champion",
          "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -227,11 +267,14 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     first_bleu, second_bleu = first["scores"]["metrics"]["bleu"], second["scores"]["metrics"]["bleu"]
     assert decision["champion_score"] == pytest.approx(first_bleu)  # the first run's recorded score
     assert decision["promoted"] == (second_bleu >= first_bleu)
-    champion = client.get_model_version_by_alias("translation-ddtp-en-de", "champion")
+    champion = client.get_model_version_by_alias("flow-test", "champion")
     assert champion.version == (decision["challenger_version"] if decision["promoted"] else "1")
-    version = client.get_model_version("translation-ddtp-en-de", decision["challenger_version"])
+    version = client.get_model_version("flow-test", decision["challenger_version"])
     assert json.loads(version.tags["promotion"])["promoted"] == decision["promoted"]
     assert client.get_run(second["run_id"]).data.tags["promotion.promoted"] == str(decision["promoted"]).lower()
+    # The decision is in the flow run's log, as Prefect's UI shows it.
+    verdict = "promoted to champion" if decision["promoted"] else "not promoted"
+    assert f"flow-test v{decision['challenger_version']} {verdict}: {decision['reason']}" in flow_run_logs(flow_run_id)
 
 
 def latest_step(train_dir: Path) -> int:
