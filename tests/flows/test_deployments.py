@@ -1,9 +1,10 @@
 """The team path, live: a real ``prefect server``, ``prefect deploy`` of the project's
 ``cpu-small-weekly-retrain`` deployment (``prefect.yaml``, its parameters pointed at tiny settings),
-a process worker, a real ``mlflow server``; a deployment run is killed with SIGKILL in training,
-and the deployment's trigger on ``prefect.flow-run.Crashed`` starts a run that resumes the same
-MLflow run from its checkpoint (issue 11: "a crashed deployment run can be retried by Prefect
-and then resumes from its checkpoints").
+a process worker, a real ``mlflow server``; a deployment run started with parameters of its own is
+killed with SIGKILL in training, and the deployment's trigger on ``prefect.flow-run.Crashed``
+starts a run with the crashed run's parameters that resumes the same MLflow run from its
+checkpoint (issue 11: "a crashed deployment run can be retried by Prefect and then resumes from
+its checkpoints"; issue 21: "with the crashed run's parameters, not the deployment's defaults").
 
 Every process the test starts runs in its own session on 127.0.0.1 with its own PREFECT_HOME,
 database and MLflow store, and is stopped when the test ends, passed or not.
@@ -32,6 +33,7 @@ from tests.flows.conftest import REPO, free_port, wait_until_it_answers, write_c
 pytestmark = pytest.mark.slow
 logger = logging.getLogger(__name__)
 
+FREEZE = REPO / "tests" / "flows" / "freeze"  # stops a flow run after a checkpoint (sitecustomize)
 DEPLOYMENT = "cpu-small-weekly-retrain"  # the project's retraining deployment and its Crashed trigger
 FLOW = "transformer-translation"
 POOL = "local"  # the work pool prefect.yaml names
@@ -135,7 +137,8 @@ def processes(tmp_path) -> Iterator[Processes]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "TF_CPP_MIN_LOG_LEVEL": "2",
-        "PYTHONPATH": str(REPO),
+        # tests/flows/freeze first: its sitecustomize stops a flow run after a checkpoint on request.
+        "PYTHONPATH": f"{FREEZE}{os.pathsep}{REPO}",
         # prefect.yaml's pull step is "{{ $PWD }}": the checkout `prefect deploy` runs in.
         "PWD": str(REPO),
         # A worker polls every 10 s by default; the test waits on it twice.
@@ -173,9 +176,10 @@ def latest_step(train_dir: Path) -> int:
 
 
 def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resumes(processes, tmp_path):
-    """Server, pool, deploy, worker, run; SIGKILL of the flow run's process after its first
-    checkpoint; the run shows Crashed, the deployment's trigger starts another, which continues
-    the same MLflow run from that checkpoint and finishes it.
+    """Server, pool, deploy, worker, a run with non-default parameters; SIGKILL of the flow run's
+    process after its checkpoint of step 8; the run shows Crashed, the deployment's trigger starts
+    another with the same parameters, which continues the same MLflow run from that checkpoint
+    and finishes it.
 
     No heartbeat or zombie-detection setting is needed: the worker outlives its flow run, sees
     its process exit with -9 and reports the run Crashed itself (Prefect 3.8's
@@ -214,17 +218,23 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
     wait_until_it_answers(f"{mlflow_uri}/health", mlflow_server, tmp_path / "mlflow-server.log", STARTUP)
 
     config = write_config(tmp_path, train_steps=40, checkpoint_every_steps=8)
-    # Deployment parameters as a team passes them: the config file and nested overrides on top
-    # (the 48 steps the runs reach say the overrides were applied).
-    parameters = {"config_path": str(config), "overrides": {"train": {"train_steps": 48}}}
+    # Deployment parameters as a team passes them: the config file and nested overrides on top.
+    defaults = {"config_path": str(config), "overrides": {"train": {"train_steps": 40}}}
+    # The run is started with parameters of its own (48 steps, 8 test sentences): the run the
+    # Crashed trigger starts must carry these, not the deployment's defaults, to resume it.
+    parameters = {"config_path": str(config),
+                  "overrides": {"train": {"train_steps": 48}, "evaluation": {"max_sentences": 8}}}
     processes.run("work-pool", bin_("prefect"), "work-pool", "create", POOL, "--type", "process")
     processes.run("deploy", bin_("prefect"), "deploy", "--no-prompt", "--name", DEPLOYMENT,
-                  "--params", json.dumps(parameters), timeout=2 * STARTUP)
+                  "--params", json.dumps(defaults), timeout=2 * STARTUP)
+    # The worker's flow runs inherit this: the first to save a checkpoint of step >= 8 stops there.
+    marker = tmp_path / "frozen-after-checkpoint"
+    processes.env.update(FREEZE_AFTER_CHECKPOINT=str(marker), FREEZE_AFTER_CHECKPOINT_STEP="8")
     processes.start("worker", bin_("prefect"), "worker", "start", "--pool", POOL, "--name", "test-worker")
 
     with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name(f"{FLOW}/{DEPLOYMENT}")
-        assert deployment.parameters == parameters and deployment.global_concurrency_limit.limit == 1
+        assert deployment.parameters == defaults and deployment.global_concurrency_limit.limit == 1
         automations = client.read_resource_related_automations(f"prefect.deployment.{deployment.id}")
         on_crash = {a.id for a in automations if a.enabled and "prefect.flow-run.Crashed" in a.trigger.expect}
         assert on_crash, automations
@@ -235,27 +245,27 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
                 any_=[deployment.id])))
             return sorted((r for r in found if not r.auto_scheduled), key=lambda r: r.created)
 
-        processes.run("deployment-run", bin_("prefect"), "deployment", "run", f"{FLOW}/{DEPLOYMENT}")
+        processes.run("deployment-run", bin_("prefect"), "deployment", "run", f"{FLOW}/{DEPLOYMENT}",
+                      "--params", json.dumps(parameters))
         first = wait_for("the deployment run", 60, runs, processes.logs)[0]
+        assert first.parameters == parameters != deployment.parameters
 
-        # --- SIGKILL of the flow run's process once training has written a checkpoint
+        # --- SIGKILL of the flow run's process in training, stopped after its checkpoint of step 8
+        # (tests/flows/freeze: an event, not a race against 40 more steps)
         run_dir = tmp_path / "run"
-
-        def checkpointed() -> bool:
-            return any(latest_step(d) >= 8 for d in (run_dir / "runs").glob("*/train"))
-
-        # Polled often: on an idle machine the 40 steps after it take a few seconds.
-        wait_for("a first checkpoint", FIRST_CHECKPOINT, checkpointed, processes.logs, every=0.1)
+        frozen = wait_for("a flow run stopped after its checkpoint of step 8", FIRST_CHECKPOINT,
+                          lambda: marker.exists() and marker.read_text().split(), processes.logs, every=0.5)
         pid = int(wait_for("the flow run's process id", 30,
                            lambda: client.read_flow_run(first.id).infrastructure_pid, processes.logs))
         assert runs_flow_run(pid, str(first.id)), f"pid {pid} is not flow run {first.id}"
+        assert int(frozen[0]) == pid, (frozen, pid)
         assert pid in processes.descendants(flow_runs_only=True)  # what the teardown would stop
         os.kill(pid, signal.SIGKILL)
         state = json.loads((run_dir / STATE_FILE).read_text())
         mlflow_run_id = state["run_id"]
         assert state["flow_run_id"] == str(first.id) and state["tracking_uri"] == mlflow_uri
         resumable = latest_step(run_dir / "runs" / mlflow_run_id / "train")
-        assert 8 <= resumable < 48, "killed after training ended: nothing left to resume"
+        assert resumable == 8 and frozen[1].endswith("ckpt-8"), (resumable, frozen)
 
         crashed = wait_for("the killed run marked Crashed", CRASH_NOTICED,
                            lambda: (r := client.read_flow_run(first.id)).state.is_final() and r, processes.logs)
@@ -269,7 +279,7 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
         second = wait_for("the retried run to finish", RETRIED_RUN,
                           lambda: (r := client.read_flow_run(retried[0].id)).state.is_final() and r, processes.logs)
         assert second.state.is_completed(), f"{second.state}\n{processes.logs()}"
-        assert second.parameters == parameters  # the deployment's own parameters
+        assert second.parameters == parameters  # the crashed run's, not the deployment's defaults
 
         logs = "\n".join(log.message for log in client.read_logs(LogFilter(
             flow_run_id=LogFilterFlowRunId(any_=[second.id]))))

@@ -244,7 +244,15 @@ def test_prefect_yaml_limits_each_run_dir_to_one_run_and_retries_crashed_runs():
         assert deployment.get("concurrency_limit") == 1, deployment["name"]
     retrain = next(d for d in spec["deployments"] if d.get("schedules"))
     triggers = [DeploymentEventTrigger(**t) for t in retrain["triggers"]]
-    assert any("prefect.flow-run.Crashed" in t.expect for t in triggers)
+    on_crash = [t for t in triggers if "prefect.flow-run.Crashed" in t.expect]
+    assert on_crash
+    # The rerun gets the crashed flow run's parameters (templated from the run the event names),
+    # every parameter of the flow, not the deployment's defaults.
+    from flows.translation import translation_pipeline
+
+    for trigger in on_crash:
+        assert set(trigger.parameters) == set(translation_pipeline.parameters.properties)
+        assert all("flow_run.parameters" in value for value in trigger.parameters.values())
 
 
 def test_only_errors_that_can_pass_are_retried():
