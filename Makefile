@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python >= 3.11:
 #   make demo   installs everything into .venv and runs the translation pipeline on the CPU
 #   make test   installs everything into .venv and runs the test suite
+# and one serves a registered model over HTTP (no virtualenv to activate):
+#   make serve [MODEL=models:/NAME@champion TRACKING_URI=sqlite:///runs/RUN_DIR/mlflow.db PORT=5001]
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +14,13 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export MLFLOW_DISABLE_TELEMETRY := true
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install demo test benchmark clean
+# What `make serve` serves: the weekly retraining's champion by default.
+MODEL ?= models:/translation-ddtp-en-de-cpu-small@champion
+TRACKING_URI ?= sqlite:///runs/cpu-small/mlflow.db
+HOST ?= 127.0.0.1
+PORT ?= 5001
+
+.PHONY: install demo test benchmark serve clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +38,12 @@ test: install
 
 benchmark: install
 	@for script in benchmarks/bench_*.py; do $(PY) $$script; done
+
+# `mlflow models serve --env-manager local` starts the scoring server by the name `uvicorn`, which
+# only the virtualenv has: its bin goes first on PATH, as activating it would do.
+serve:
+	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI="$(TRACKING_URI)" \
+	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT)
 
 clean:
 	rm -rf runs .pytest_cache

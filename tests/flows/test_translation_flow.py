@@ -197,22 +197,22 @@ def test_every_config_and_deployment_purpose_has_a_registered_model_of_its_own()
     assert names["configs/translation/demo.yaml", "{}"] != names["configs/translation/cpu-small.yaml", "{}"]
 
 
-def test_mlflow_models_serve_answers_with_translations(finished_run, tmp_path):
-    """``mlflow models serve`` on the champion, asked over real HTTP on 127.0.0.1."""
+def test_make_serve_answers_with_translations_without_an_activated_virtualenv(finished_run, tmp_path):
+    """``make serve`` (what the README gives) on the champion from a shell whose PATH holds no
+    virtualenv, asked over real HTTP on 127.0.0.1."""
     import urllib.request
 
     run_tmp, _, _ = finished_run
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     port = free_port()
-    # As with the virtual environment activated: the server runs the environment's uvicorn.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PATH": path}
+    venv = Path(sys.executable).parent
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if Path(p) != venv)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MLFLOW_TRACKING_URI")}
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/flow-test@champion",
-         "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        ["make", "-C", str(REPO), "serve", "MODEL=models:/flow-test@champion", f"TRACKING_URI={uri}",
+         f"PORT={port}", f"VENV={venv.parent}"],
+        env={**env, "PATH": path}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until_it_answers(f"http://127.0.0.1:{port}/ping", server, tmp_path / "serve.log", 300)
         body = json.dumps({"dataframe_split": {"columns": ["source"],
