@@ -99,7 +99,8 @@ def pipeline_for(task: str):
 def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Path, minutes: float | None,
                       seconds_per_step: float | None = None, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """The overrides one variant's pipeline runs with: shared ones, then the variant's own."""
-    fixed: dict[str, Any] = {"run_dir": str(out / "work"),
+    # Never registered; every variant's files kept (retention would drop the oldest variants').
+    fixed: dict[str, Any] = {"run_dir": str(out / "work"), "retention": {"keep_runs": None},
                              "tracking": {**(tracking or {}), "run_name": variant["name"], "register": False}}
     if minutes:
         # The budget decides when training ends; train_steps is only a cap.
@@ -228,12 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a setting of every variant, e.g. --set data.path=treebank.zip")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from flows.cli import one_line, user_errors
+
     try:
         result = ablation_flow(args.ablation, args.out, args.minutes, args.only.split(",") if args.only else None,
                                parse_overrides(args.set) or None)
-    except ConfigError as err:
-        logger.error("%s", err)
+    except user_errors() as err:  # the flows' contract (flows.cli): one line, exit 2
+        print(f"{parser.prog}: error: {one_line(err)}", file=sys.stderr)
         return 2
     print(Path(result["table"]).read_text(encoding="utf-8"))
     return 0

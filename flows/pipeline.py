@@ -127,6 +127,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
             monitor.finish()
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
+    _retain(config, run_dir, tracker, run_logger)
     _link_in_prefect(tracker, pipeline_task.identity(config.data), "FINISHED",
                      {**scores["metrics"], **{f"val_{k}": v for k, v in trained["validation"].items()}},
                      scores["primary"])
@@ -167,6 +168,23 @@ def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracke
     write_state(state_file, {"run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
                              "fingerprint": fingerprint, "flow_run_id": flow_run.get_id()})
     return tracker
+
+
+def _retain(config: PipelineConfig, run_dir: Path, tracker: Tracker, run_logger) -> None:
+    """Earlier runs' checkpoints (and replaced runs' files) go, as ``config.retention`` says
+    (:mod:`flows.retention`); a failure is said, and does not fail the run that just finished."""
+    from flows.retention import apply_retention
+
+    champion_of = config.registered_model if config.export and config.tracking.register else None
+    try:
+        done = apply_retention(run_dir, tracker.tracking_uri, tracker.run_id, config.retention.keep_runs, champion_of)
+    except Exception as err:  # noqa: BLE001  (the run finished; its record stands)
+        run_logger.warning("retention not applied: %s", err)
+        return
+    if done["deleted"]:
+        run_logger.info("retention (keep_runs=%s): deleted %s, %.1f MB freed; %s holds %.1f MB",
+                        config.retention.keep_runs, done["deleted"], done["freed_bytes"] / 1e6,
+                        run_dir / "runs", done["runs_bytes"] / 1e6)
 
 
 def _link_in_prefect(tracker: Tracker, problem: str, status: str, metrics: dict[str, Any] | None = None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from flows.retention import RetentionConfig
 from flows.tracking import TrackingConfig
 from pipelines.averaging import AveragingConfig
 from pipelines.config import ConfigError, load_config, merge
@@ -35,6 +36,8 @@ class PipelineConfig:
     ``train.checkpoint_dir`` stands for the MLflow run id; a ``train.checkpoint_dir`` without it
     is shared by every run, so a rerun after a finished run continues training there.
 
+    ``retention``: which earlier runs keep their checkpoints and models (:mod:`flows.retention`).
+
     ``resume``: ``auto`` continues the unfinished MLflow run of this ``run_dir`` if it trained
     with the same settings, ``never`` always starts a new one; ``run_id`` names a run to continue
     (:mod:`flows.run_state`).
@@ -50,6 +53,7 @@ class PipelineConfig:
     averaging: AveragingConfig = field(default_factory=AveragingConfig)
     evaluation: Any = None
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     export: bool = True
     resume: str = "auto"
     run_id: str | None = None

@@ -158,8 +158,15 @@ def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_pa
     client.update_run(third["run_id"], status="RUNNING")
     killed = left_running(run_dir, third["run_id"], uri, settings_fingerprint(
         load_translation_config(path, {"train": {"learning_rate_scale": 0.5}})))
-    fourth = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5}})
+    fourth = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5},
+                                              "retention": {"keep_runs": 1}})
     assert fourth["run_id"] == third["run_id"] and client.get_run(third["run_id"]).info.status == "FINISHED"
+    # Retention after these runs: the failed run that was replaced is gone (since the run that
+    # replaced it finished), the older finished ones keep only their evaluation, this one all.
+    runs = run_dir / "runs"
+    assert not (runs / second["run_id"]).exists()
+    assert sorted(p.name for p in (runs / first["run_id"]).iterdir()) == ["evaluation"]
+    assert {"train", "averaged", "evaluation"} <= {p.name for p in (runs / third["run_id"]).iterdir()}
     assert flow_run_state(killed).name == RESUMED
     logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
     assert f"resuming MLflow run {third['run_id']}: unfinished (running), same settings" in logs
