@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import logging
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,11 +62,14 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
     shutil.rmtree(path, ignore_errors=True)
     signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
                                outputs=Schema([ColSpec("string", OUTPUT_COLUMNS[task])]))
-    mlflow.pyfunc.save_model(
-        path=str(path), python_model=ExportedModel(task), artifacts={"export": str(export_dir)},
-        signature=signature, input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}),
-        pip_requirements=pinned_requirements(),
-    )
+    with warnings.catch_warnings():
+        # MLflow asks for type hints on predict to infer a signature; this one is given explicitly.
+        warnings.filterwarnings("ignore", "Add type hints to the `predict` method")
+        mlflow.pyfunc.save_model(
+            path=str(path), python_model=ExportedModel(task), artifacts={"export": str(export_dir)},
+            signature=signature, input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}),
+            pip_requirements=pinned_requirements(),
+        )
     return path
 
 

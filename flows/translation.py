@@ -37,9 +37,18 @@ def load_translation_config(path: str | Path, overrides: dict[str, Any] | None =
 
 
 def check_data(data: SourceConfig) -> None:
-    """The folders the data stage would read, there before anything starts (:mod:`flows.preflight`)."""
-    existing_path("data.folder", data.folder if data.source == "folder" else None)
+    """The folders the data stage would read, there (and the parallel files named as it expects)
+    before anything starts (:mod:`flows.preflight`); their contents are the stage's to check."""
     existing_path("data.translations_dir", data.translations_dir)
+    if data.source == "folder":
+        from pipelines.tasks.translation.sources.folder import find_folder_files
+        from pipelines.textfiles import DataError
+
+        existing_path("data.folder", data.folder)
+        try:
+            find_folder_files(Path(data.folder).expanduser(), data.source_lang, data.target_lang, data.folder_name)
+        except DataError as err:
+            raise DataError(f"data.folder: {err}") from err
 
 # The command line (flows.cli) checks the settings before Prefect is imported: --help and a settings
 # error answer in about a second. It imports this module again, by name, for the flow below.

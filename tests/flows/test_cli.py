@@ -61,6 +61,28 @@ def test_a_missing_data_folder_exits_2_with_one_line_naming_the_setting(tmp_path
                     cwd=tmp_path)
     assert_one_line_error(done, f"data.folder: {missing} does not exist")
     assert not (tmp_path / "run" / "runs").exists()
+    missing.mkdir()  # there, but without parallel files named as the data stage expects
+    done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={missing}",
+                    cwd=tmp_path)
+    assert_one_line_error(done, f"data.folder: {missing}: no parallel files for en-de")
+
+
+@pytest.mark.slow
+def test_a_data_error_found_in_a_stage_exits_2_without_a_traceback(tmp_path):
+    """Parallel files whose sides do not align pass the checks before start-up (their contents
+    are the data stage's to read): Prefect's lines about the failed run lose their traceback, and
+    the command's error line names both files."""
+    config = write_config(tmp_path)
+    corpus = tmp_path / "misaligned"
+    corpus.mkdir()
+    (corpus / "news.train.en").write_text("One.\nTwo.\n")
+    (corpus / "news.train.de").write_text("Eins.\n")
+    done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={corpus}",
+                    cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("python -m flows.translation: error: ")]
+    assert len(errors) == 1 and "mismatched line counts" in errors[0] and "news.train.de" in errors[0], \
+        done.stderr[-3000:]
 
 
 def test_debug_shows_the_traceback_of_a_user_error(tmp_path):
