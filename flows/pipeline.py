@@ -112,8 +112,8 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
                   "final_step": trained["final_step"], "train_minutes": trained["train_seconds"] / 60,
                   "parameters": trained["parameters"]}
         if config.export:
-            result["export"] = export_task(model_path, tokenizer_paths, config.train.preset,
-                                           str(paths.export))
+            result["export"] = export_task(pipeline_task, model_path, tokenizer_paths, config.train.preset,
+                                           config.evaluation, str(paths.export))
             if config.tracking.register:
                 model_name = config.registered_model
                 result["promotion"] = register_task(pipeline_task, tracker, model_name, result["export"],

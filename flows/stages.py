@@ -182,19 +182,24 @@ def evaluate_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[st
 
 
 @task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)
-def export_task(model_path: str, tokenizer_paths: list[str], preset: str, output_dir: str) -> str:
-    """A SavedModel decoding raw strings with the preset's beam, alpha and length offset."""
+def export_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[str], preset: str, eval_config: Any,
+                output_dir: str) -> str:
+    """A SavedModel decoding raw strings as the evaluation did: the preset's beam, alpha and length
+    offset unless the evaluation config overrides them, and the task's decoding constraint."""
     import keras
 
     from keras_transformer.export import export_translator
 
     decoding = _decoding(preset)
+    settings = {"beam_size": decoding.beam_size, "alpha": decoding.length_penalty,
+                "max_length_offset": decoding.max_length_offset}
+    settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
     tokenizers = _tokenizers(tokenizer_paths)
     model = keras.saving.load_model(model_path, compile=False)
-    path = export_translator(model, tokenizers.source, output_dir, beam_size=decoding.beam_size,
-                             alpha=decoding.length_penalty, max_length_offset=decoding.max_length_offset,
-                             target_tokenizer=None if tokenizers.shared else tokenizers.target)
-    get_run_logger().info("exported to %s", path)
+    constraint = pipeline_task.decoding_constraint(tokenizers.target, model.config.eos_id)
+    path = export_translator(model, tokenizers.source, output_dir, **settings,
+                             target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
+    get_run_logger().info("exported to %s (%s)", path, settings)
     return str(path)
 
 

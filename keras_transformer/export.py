@@ -45,9 +45,14 @@ class TranslatorModule(tf.Module):
         beam_size: int = 4,
         alpha: float = 0.6,
         max_length_offset: int = 50,
+        constraint=None,
         name: str = "translator",
     ):
         super().__init__(name=name)
+        # A decoding constraint (e.g. the parser's BracketConstraint) is part of the graph: the
+        # export decodes exactly as the evaluation that scored it. Its per-sentence input is the
+        # number of whitespace-separated words.
+        self.constraint = constraint
         ensure_built(model)
         self.model = model
         self.source_tokenizer = tokenizer
@@ -70,8 +75,11 @@ class TranslatorModule(tf.Module):
         eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(self._eos_id, ids.dtype))
         ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
         source = tf.cast(ids.to_tensor(default_value=self._pad_id), tf.int32)
+        slots = None
+        if self.constraint is not None:
+            slots = tf.cast(tf.strings.split(sentences).row_lengths(), tf.int32)
         result = beam_search_decode(
-            self.model, source, self.beam_size, self.alpha, self.max_length_offset
+            self.model, source, self.beam_size, self.alpha, self.max_length_offset, self.constraint, slots
         )
         shape = tf.shape(result.ids)
         texts = self.target_tokenizer.detokenize(tf.reshape(result.ids, tf.stack([-1, shape[2]])))
@@ -95,6 +103,7 @@ def export_translator(
     alpha: float | None = None,
     max_length_offset: int | None = None,
     target_tokenizer=None,
+    constraint=None,
 ) -> Path:
     """Writes a SavedModel translating raw strings to ``path`` and returns the path.
 
@@ -103,13 +112,15 @@ def export_translator(
     ``serving_default`` takes ``sentences: tf.string [batch]`` and returns
     ``{"translations": tf.string [batch]}``; the module's ``translate`` function returns the
     tensor directly. The settings are also recorded in ``assets.extra/translator.json``.
+    ``constraint`` (a :class:`~keras_transformer.constraints.BracketConstraint`) constrains the
+    beam search as in :meth:`Translator.translate`, with one slot per whitespace-separated word.
     """
     defaults = DecodingSettings()
     beam_size = defaults.beam_size if beam_size is None else int(beam_size)
     alpha = defaults.length_penalty if alpha is None else float(alpha)
     max_length_offset = defaults.max_length_offset if max_length_offset is None else int(max_length_offset)
     path = Path(path)
-    module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset)
+    module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset, constraint)
     logger.info("tracing the translation graph (beam %d, alpha %s)", beam_size, alpha)
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
@@ -117,6 +128,7 @@ def export_translator(
         "beam_size": beam_size,
         "alpha": alpha,
         "max_length_offset": max_length_offset,
+        "constraint": None if constraint is None else type(constraint).__name__,
         "signature": SIGNATURE_KEY,
         "input": INPUT_NAME,
         "output": OUTPUT_NAME,

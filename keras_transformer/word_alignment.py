@@ -6,8 +6,9 @@ so far is the index of the next word to be covered, so a parser never has to lea
 alignment through attention; with ~3k training trees it does not (tagging accuracy 16% after an
 hour). Liu, Zhu & Shi (2018, "Improving Sequence-to-Sequence Constituency Parsing", deterministic
 attention) give the decoder the encoder state of the current word; this layer does the same by
-addition: at target position ``t`` the decoder input gets ``W h_j``, where ``h_j`` is the encoder output at the first subword piece of word
-``j = (slots among target inputs 0..t)`` and ``W`` a learned ``d_model x d_model`` projection. Once
+addition: at target position ``t`` the decoder input gets ``W h_j``, where ``h_j`` is the encoder
+output at the first subword piece of word ``j = (slots among target inputs 0..t)`` and ``W`` a
+learned ``d_model x d_model`` projection. Once
 every word is covered ``h_j`` is zero, which tells the decoder that only closing brackets remain.
 
 The same index is computed in training (teacher forcing, :meth:`WordAlignment.pointer` over the

@@ -63,6 +63,11 @@ class Task(abc.ABC):
                  output_dir: Path) -> TaskEvaluation:
         """Decodes a split with ``translator`` (a ``Translator`` or export), scores it, writes the files."""
 
+    def decoding_constraint(self, target_tokenizer: Any, eos_id: int) -> Any:
+        """The beam search's constraint for this task's outputs (``None``: unconstrained); the
+        evaluation and the export decode with the same one."""
+        return None
+
     def identity(self, data_config: Any) -> str:
         """``name`` plus the identifying data settings, e.g. ``translation-ddtp-en-de``."""
         parts = [self.name, *(str(getattr(data_config, f)) for f in self.identity_fields)]

@@ -62,3 +62,33 @@ def wait_until_it_answers(url: str, process, log: Path, seconds: float) -> None:
         except OSError:
             assert time.monotonic() < deadline, f"{url} did not answer within {seconds} s"
             time.sleep(0.5)
+
+
+def served_predictions(model_uri: str, tracking_uri: str, column: str, sentences: list[str], log: Path) -> list:
+    """What ``mlflow models serve -m model_uri`` answers over HTTP on 127.0.0.1 for ``sentences``."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    port = free_port()
+    # As with the virtual environment activated: the server runs the environment's uvicorn.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_REGISTRY_URI": tracking_uri,
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": path}
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
+             "--host", "127.0.0.1", "--port", str(port)],
+            env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until_it_answers(f"http://127.0.0.1:{port}/ping", server, log, 300)
+            body = json.dumps({"dataframe_split": {"columns": [column], "data": [[s] for s in sentences]}}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as response:
+                return json.loads(response.read())["predictions"]
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)

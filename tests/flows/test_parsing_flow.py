@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+#: Test sentences the flow scores (and the served parser must answer identically).
+SCORED = 24
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def parsed(tmp_path_factory, toy_treebank):
                   "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False},
         "averaging": {"last_n": 2},
         # The preset's beam 21 and alpha 0.3 stay; a short output cap keeps an untrained model quick.
-        "evaluation": {"max_sentences": 6, "max_length_offset": 12},
+        "evaluation": {"max_sentences": SCORED, "max_length_offset": 12},
         "tracking": {"experiment": "parsing-flow-test", "log_every_steps": 3},
     }
     result = parsing_pipeline(str(REPO / "configs" / "parsing" / "sample-cpu.yaml"), overrides)
@@ -43,10 +45,10 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
     assert [Path(p).name for p in result["tokenizer"]] == ["spm_en.model", "spm_tree.model"]
     scores = json.loads((work / "evaluation" / "scores.json").read_text())
     assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
-    assert scores["valid_before_repair"] + scores["repaired"] == 6 and scores["all"]["sentences"] == 6
+    assert scores["valid_before_repair"] + scores["repaired"] == SCORED and scores["all"]["sentences"] == SCORED
     assert scores["baselines"]["right_branching"]["all"]["fmeasure"] > 0
     for name in ("gold.trees", "predicted.trees", "per_sentence.jsonl"):
-        assert len((work / "evaluation" / name).read_text().splitlines()) == 6
+        assert len((work / "evaluation" / name).read_text().splitlines()) == SCORED
 
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     client = MlflowClient(state["tracking_uri"])
@@ -59,11 +61,49 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
     assert run.data.params["data.max_train_trees"] == "200"
 
 
-def test_the_export_keeps_section_6_3_decoding(parsed):
+def test_the_export_decodes_as_the_evaluation_did(parsed):
     _, result = parsed
     metadata = json.loads((Path(result["export"]) / "assets.extra" / "translator.json").read_text())
-    # Not the translation default of +50: the parser preset's +300, beam 21, alpha 0.3.
-    assert (metadata["beam_size"], metadata["alpha"], metadata["max_length_offset"]) == (21, 0.3, 300)
+    scores = json.loads((Path(result["run_path"]) / "evaluation" / "scores.json").read_text())
+    # Section 6.3's beam 21 and alpha 0.3 (the parser preset's), the evaluation's length cap, the
+    # tree constraint: the export is the decoder that was scored.
+    assert {k: metadata[k] for k in ("beam_size", "alpha", "max_length_offset")} == \
+        scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
+    assert metadata["constraint"] == "BracketConstraint"
+
+
+def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_trees(parsed, tmp_path, monkeypatch):
+    """What a user gets (export, ``models:/...@champion`` loaded or served) is what the flow scored,
+    tree for tree, on every scored sentence."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    from keras_transformer.export import load_exported
+    from pipelines.tasks.parsing.linearize import best_tree
+    from pipelines.tasks.parsing.parse_cli import ptb_tokenize
+
+    from .conftest import served_predictions
+
+    run_tmp, result = parsed
+    evaluation = Path(result["run_path"]) / "evaluation"
+    sentences = evaluation.joinpath("sources.txt").read_text("utf-8").splitlines()
+    scored = evaluation.joinpath("predicted.trees").read_text("utf-8").splitlines()
+    assert len(sentences) == len(scored) == SCORED
+    # The served parser splits raw text into PTB tokens; the corpus' sentences already are.
+    assert all(ptb_tokenize(sentence) == sentence.split() for sentence in sentences)
+
+    export = load_exported(result["export"]).translate(sentences, n_best=True)
+    assert [best_tree(hypotheses, s.split())[0].to_string() for hypotheses, s in zip(export, sentences)] == scored
+
+    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    model_uri = f"models:/{result['promotion']['model']}@champion"
+    pyfunc = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sentences}))
+    assert pyfunc["tree"].tolist() == scored
+
+    served = served_predictions(model_uri, uri, "source", sentences, tmp_path / "serve.log")
+    assert [p["tree"] for p in served] == scored
 
 
 @pytest.mark.parametrize("source", ["export", "keras"])

@@ -104,11 +104,16 @@ def parse_sentences(translator, sentences: list[str], constrained: bool = True,
 _CONSTRAINTS: dict[tuple[str, int], Any] = {}
 
 
-def _constraint(translator):
-    key = (translator.target_tokenizer.fingerprint, translator.model.config.eos_id)
+def tree_constraint_for(target_tokenizer, eos_id: int):
+    """The tree constraint of a target vocabulary, one object per vocabulary."""
+    key = (target_tokenizer.fingerprint, int(eos_id))
     if key not in _CONSTRAINTS:
-        _CONSTRAINTS[key] = tree_constraint(translator.target_tokenizer, key[1])
+        _CONSTRAINTS[key] = tree_constraint(target_tokenizer, key[1])
     return _CONSTRAINTS[key]
+
+
+def _constraint(translator):
+    return tree_constraint_for(translator.target_tokenizer, translator.model.config.eos_id)
 
 
 def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None = None,

@@ -29,6 +29,12 @@ class ParsingTask(Task):
 
         return prepare_treebank(data_config)
 
+    def decoding_constraint(self, target_tokenizer: Any, eos_id: int) -> Any:
+        """Section 6.3's outputs are trees: one POS slot per word, balanced matching brackets."""
+        from .evaluation import tree_constraint_for
+
+        return tree_constraint_for(target_tokenizer, eos_id)
+
     def evaluate(self, translator: Any, corpus_dir: Path, eval_config: ParseEvalConfig,
                  output_dir: Path) -> TaskEvaluation:
         from pipelines.corpus import Corpus

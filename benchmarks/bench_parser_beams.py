@@ -1,0 +1,90 @@
+"""Parsing quality and speed per beam size: labelled F1 and sentences per second of one model.
+
+Section 6.3 decodes with a beam of 21; whether a CPU parser should ship that is a measurement:
+for each beam size the split is parsed with the constrained beam search (one slot per word,
+balanced brackets, :mod:`keras_transformer.constraints`) exactly as the evaluation stage does,
+timed after a warm-up batch (tracing excluded), and scored by the project's EVALB-equal scorer.
+Run it pinned to one core for the per-core figure (``taskset -c 0``); choose the beam on the
+validation split (the dev files), report the test split with the chosen one.
+
+    taskset -c 0 .venv/bin/python benchmarks/bench_parser_beams.py --run runs/parsing-sample/latest \\
+        --split validation --beams 1,5,21
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+logger = logging.getLogger("bench_parser_beams")
+
+
+def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_size: int) -> dict:
+    """F1, tagging accuracy, valid-before-repair count and sentences/s of one beam size."""
+    from pipelines.tasks.parsing.evalb import score_trees
+    from pipelines.tasks.parsing.evaluation import parse_sentences
+    from pipelines.tasks.parsing.linearize import delinearize
+
+    sentences = [source for source, _ in pairs]
+    decode = {"beam_size": beam_size, "alpha": alpha, "max_length_offset": offset, "batch_size": batch_size}
+    parse_sentences(translator, sentences[:batch_size], **decode)  # traces the search once
+    started = time.perf_counter()
+    _, trees, repaired = parse_sentences(translator, sentences, **decode)
+    seconds = time.perf_counter() - started
+    gold = [delinearize(target, source.split()) for source, target in pairs]
+    scores = score_trees(gold, trees, punctuation="gold")["all"]
+    return {"beam_size": beam_size, "f1": scores["fmeasure"], "tagging_accuracy": scores["tagging_accuracy"],
+            "exact_match": scores["complete_match"], "valid_before_repair": len(trees) - repaired,
+            "sentences": len(trees), "seconds": round(seconds, 1),
+            "sentences_per_second": round(len(trees) / seconds, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True,
+                        help="a parsing run directory (averaged/model.keras) or its run_dir/latest")
+    parser.add_argument("--corpus", type=Path, help="default: <run_dir>/data/treebank-sample")
+    parser.add_argument("--tokenizers", type=Path, help="default: <run_dir>/tokenizer")
+    parser.add_argument("--split", default="validation")
+    parser.add_argument("--beams", default="1,5,21")
+    parser.add_argument("--alpha", type=float, default=0.3)
+    parser.add_argument("--max-length-offset", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-sentences", type=int)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    from keras_transformer.translator import Translator
+    from pipelines.corpus import Corpus
+
+    run = args.run.resolve()
+    run_dir = run.parents[1] if run.parent.name == "runs" else run.parent
+    corpus = Corpus.load(args.corpus or run_dir / "data" / "treebank-sample")
+    tokenizers = args.tokenizers or run_dir / "tokenizer"
+    translator = Translator.from_files(run / "averaged" / "model.keras", tokenizers / "spm_en.model",
+                                       tokenizers / "spm_tree.model")
+    pairs = list(corpus.pairs(args.split))[: args.max_sentences]
+    results = [measure(translator, pairs, int(beam), args.alpha, args.max_length_offset, args.batch_size)
+               for beam in args.beams.split(",")]
+    for result in results:
+        logger.info("%s", result)
+    report = {"benchmark": "parser_beams", "run": str(run), "split": args.split, "alpha": args.alpha,
+              "max_length_offset": args.max_length_offset, "batch_size": args.batch_size,
+              "cpu_affinity": sorted(os.sched_getaffinity(0)), "results": results}
+    text = json.dumps(report, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n", "utf-8")
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
