@@ -110,3 +110,16 @@ def test_baseline_tsv_holds_our_splits(ddtp_corpus, tmp_path):
     rows = [line.split("\t") for line in (tmp_path / "test.tsv").read_text("utf-8").splitlines()]
     assert rows == [[s, t] for s, t in ddtp_corpus.pairs("test")]
     assert len((tmp_path / "train.tsv").read_text("utf-8").splitlines()) == ddtp_corpus.counts["train"]
+
+
+@pytest.mark.slow
+def test_parser_wiring_check_reports_overfit_f1_and_the_source_zeroed_loss(toy_treebank, tmp_path):
+    report = run_json(REPO / "benchmarks" / "bench_parser_wiring.py", "--treebank", toy_treebank, "--smoke",
+                      "--output", tmp_path / "wiring.json", timeout=900)
+    (result,) = report["results"]
+    assert result["word_alignment"] is True and result["sentences"] == 10
+    assert result["history"] and 0 <= result["overfit"]["f1"] <= 100
+    # Both numbers of the check are there, and the flags are what they say.
+    assert result["overfit_passed"] == (result["overfit"]["f1"] >= result["target_f1"])
+    assert result["source_check_passed"] == (result["nll_source_zeroed"] > result["nll_with_source"] + 1.0)
+    assert json.loads((tmp_path / "wiring.json").read_text()) == report
