@@ -6,6 +6,8 @@ tensorflow-text are part of the product.
 
 import os
 
+from keras_transformer.lazy_exports import lazy_exports
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 # Imported on first use (PEP 562): a command that only reads settings or presets must not wait for
@@ -37,18 +39,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    import importlib
-
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 
 __all__ = [

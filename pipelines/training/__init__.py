@@ -39,6 +39,8 @@ with a YAML file holding a ``train:`` section (:class:`TrainConfig`) and a ``dat
 """
 
 # Imported on first use (PEP 562): reading a TrainConfig must not import the trainer and TensorFlow.
+from keras_transformer.lazy_exports import lazy_exports
+
 _EXPORTS = {
     'TrainingBudget': 'pipelines.training.budget',
     'TrainDataConfig': 'pipelines.training.cli',
@@ -61,18 +63,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    import importlib
-
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 
 __all__ = [
