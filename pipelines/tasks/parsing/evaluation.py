@@ -45,7 +45,7 @@ class ParseEvalConfig:
     which makes such a sentence an error sentence, left out of the totals (and so flattering
     F1). The record holds EVALB's figures too (``evalb``), for comparison with published ones.
     ``constrained``: the beam search builds only trees over the sentence's words (a
-    ``Translator``; an export decodes unconstrained and the best valid hypothesis is taken).
+    ``Translator``; an export carries the same constraint in its graph, see ``ParsingTask.decoding_constraint``).
     """
 
     split: str = "test"
