@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 logger = logging.getLogger("bench_parser_beams")
 
@@ -46,6 +47,23 @@ def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_
             "sentences_per_second": round(len(trees) / seconds, 2)}
 
 
+def profile(translator, pairs, beam_size: int, alpha: float, offset: int) -> dict:
+    """:func:`parser_beam_profile.profile_batch` on the first sentences of the split, as one batch."""
+    import numpy as np
+
+    from parser_beam_profile import profile_batch
+    from pipelines.tasks.parsing.evaluation import tree_constraint_for
+
+    sentences = [source for source, _ in pairs]
+    encoded = translator.encode(sentences)
+    source = np.full((len(encoded), max(map(len, encoded))), translator.model.config.pad_id, np.int32)
+    for row, ids in enumerate(encoded):
+        source[row, : len(ids)] = ids
+    slots = np.array([len(sentence.split()) for sentence in sentences], np.int32)
+    constraint = tree_constraint_for(translator.target_tokenizer, translator.model.config.eos_id)
+    return profile_batch(translator.model, source, slots, constraint, beam_size, alpha, offset)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True,
@@ -58,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length-offset", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-sentences", type=int)
+    parser.add_argument("--profile", action="store_true",
+                        help="also split one batch's time per step into model, constraint and beam")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -74,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     pairs = list(corpus.pairs(args.split))[: args.max_sentences]
     results = [measure(translator, pairs, int(beam), args.alpha, args.max_length_offset, args.batch_size)
                for beam in args.beams.split(",")]
+    if args.profile:
+        for result in results:
+            result["profile"] = profile(translator, pairs[: args.batch_size], int(result["beam_size"]),
+                                        args.alpha, args.max_length_offset)
     for result in results:
         logger.info("%s", result)
     report = {"benchmark": "parser_beams", "run": str(run), "split": args.split, "alpha": args.alpha,

@@ -17,6 +17,9 @@ from tests.flows.conftest import DEMO, REPO, free_port, wait_until_it_answers, w
 from tests.flows.prefect_api import flow_run_logs
 
 
+SCORED = 24
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One whole run of the flow; the tests below read it and run the flow again beside it."""
@@ -24,6 +27,9 @@ def finished_run(tmp_path_factory):
 
     tmp_path = tmp_path_factory.mktemp("flow")
     config = write_config(tmp_path)
+    settings = yaml.safe_load(config.read_text())
+    settings["evaluation"]["max_sentences"] = SCORED  # enough to compare what is shipped with it
+    config.write_text(yaml.safe_dump(settings))
     previous = Path.cwd()
     os.chdir(tmp_path)
     try:
@@ -157,6 +163,37 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
     assert list(out.columns) == ["translation"] and len(out) == 2 and isinstance(out["translation"][0], str)
     requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/flow-test@champion")).read_text()
     assert "tensorflow==" in requirements and "tensorflow-text==" in requirements  # pinned, not inferred
+
+
+def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_translations(
+        finished_run, tmp_path, monkeypatch):
+    """What a user gets (the export, ``models:/...@champion`` loaded or served over HTTP) translates
+    every scored sentence into exactly the string the evaluation scored."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    from keras_transformer.export import load_exported
+
+    from .conftest import served_predictions
+
+    run_tmp, _, result = finished_run
+    evaluation = Path(result["run_path"]) / "evaluation"
+    sources = evaluation.joinpath("sources.txt").read_text("utf-8").splitlines()
+    scored = evaluation.joinpath("hypotheses.txt").read_text("utf-8").splitlines()
+    assert len(sources) == len(scored) == SCORED
+    # A model that says one thing whatever it reads would pass the comparison below trivially.
+    assert len(set(scored)) > 1, scored
+
+    assert load_exported(result["export"]).translate(sources) == scored
+
+    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    model_uri = f"models:/{result['promotion']['model']}@champion"
+    assert mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sources}))["translation"].tolist() \
+        == scored
+    served = served_predictions(model_uri, uri, "source", sources, tmp_path / "serve.log")
+    assert [p["translation"] for p in served] == scored
 
 
 def test_two_purposes_promote_into_two_registered_models(finished_run, tmp_path):
