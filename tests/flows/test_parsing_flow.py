@@ -130,3 +130,20 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(parsed, sou
     assert parse_tree(lines[0]).words() == ["Ms.", "Haag", "plays", "Elianti", "."]
     assert parse_tree(lines[2]).words() == ["It", "is", "n't", "-LRB-", "really", "-RRB-", "cheap", ",",
                                             "he", "said", "."]
+
+
+def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(parsed, tmp_path):
+    """``benchmarks/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window."""
+    _, result = parsed
+    output = tmp_path / "windows.json"
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result["run_path"],
+         "--windows", "1,2,9", "--max-sentences", "4", "--max-length-offset", "8", "--output", str(output)],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(output.read_text())
+    # Three checkpoints were written (every 3 of 9 steps); a window of 9 is skipped, not faked.
+    assert [r["window"] for r in report["results"]] == [1, 2]
+    assert report["results"][1]["checkpoints"] == ["ckpt-6", "ckpt-9"]
+    assert all(r["sentences"] == 4 and 0 <= r["f1"] <= 100 for r in report["results"])
+    assert report["best_window"] in (1, 2)

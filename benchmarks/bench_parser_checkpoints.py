@@ -1,0 +1,80 @@
+"""Which checkpoints to ship: dev F1 of the last checkpoint and of averages of the last N.
+
+Section 6.1 averages the last 5 (base) or 20 (big) checkpoints, written every 10 minutes of a
+12-hour run. An hour of a CPU parser keeps a checkpoint every 5 minutes, so the window is a
+measurement, and the measure is the task's own (labelled F1 on the dev files, the validation
+split), not validation loss: each window is averaged from the run's kept checkpoints, parsed
+with the constrained search as the evaluation stage does, and scored by the EVALB-equal scorer.
+
+    .venv/bin/python benchmarks/bench_parser_checkpoints.py --run runs/parsing-sample/latest \\
+        --windows 1,3,5,8,12 --beam 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+logger = logging.getLogger("bench_parser_checkpoints")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True,
+                        help="a parsing run directory (holding train/) or its run_dir/latest")
+    parser.add_argument("--windows", default="1,3,5,8,12", help="how many newest checkpoints to average")
+    parser.add_argument("--split", default="validation")
+    parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--alpha", type=float, default=0.3)
+    parser.add_argument("--max-length-offset", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-sentences", type=int)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    import tensorflow as tf
+
+    from bench_parser_beams import measure
+    from keras_transformer.checkpoint_averaging import average_checkpoints
+    from keras_transformer.translator import Translator
+    from pipelines.corpus import Corpus
+
+    run = args.run.resolve()
+    run_dir = run.parents[1] if run.parent.name == "runs" else run.parent
+    corpus = Corpus.load(run_dir / "data" / "treebank-sample")
+    tokenizers = run_dir / "tokenizer"
+    pairs = list(corpus.pairs(args.split))[: args.max_sentences]
+    kept = tf.train.get_checkpoint_state(str(run / "train")).all_model_checkpoint_paths
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for window in (int(w) for w in args.windows.split(",")):
+            if window > len(kept):
+                logger.info("window %d: the run kept only %d checkpoints", window, len(kept))
+                continue
+            averaged = average_checkpoints(run / "train", window, Path(scratch) / f"last-{window}")
+            translator = Translator.from_files(averaged.keras_model, tokenizers / "spm_en.model",
+                                               tokenizers / "spm_tree.model")
+            result = measure(translator, pairs, args.beam, args.alpha, args.max_length_offset, args.batch_size)
+            result = {"window": window, "checkpoints": [Path(p).name for p in kept[-window:]], **result}
+            logger.info("%s", result)
+            results.append(result)
+    best = max(results, key=lambda r: r["f1"])
+    report = {"benchmark": "parser_checkpoints", "run": str(run), "split": args.split, "sentences": len(pairs),
+              "beam_size": args.beam, "alpha": args.alpha, "results": results, "best_window": best["window"]}
+    text = json.dumps(report, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n", "utf-8")
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
