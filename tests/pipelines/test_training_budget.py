@@ -3,6 +3,10 @@ a resumed run spends only what is left of the same budget."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+from pathlib import Path
+
 import pytest
 import tensorflow as tf
 
@@ -102,30 +106,49 @@ def checkpoint_seconds(path: str) -> float:
     return float(tf.train.load_checkpoint(path).get_tensor("train_seconds/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
+@pytest.fixture
+def step_clock(monkeypatch) -> FakeClock:
+    """The clock of every budget ``train()`` makes: a wall clock on which each step takes 1 s.
+
+    It moves when the step's update is counted (``step_done``), before the step's save decisions,
+    as the real clock has moved by the time they are made. The budget's clock path (started,
+    spent, carried over a restart) is the real one; only the clock's speed is fixed, so the
+    outcome is exact, whatever this machine's speed or load.
+    """
+    clock = FakeClock()
+
+    class OneSecondSteps(TrainingBudget):
+        def step_done(self) -> None:
+            super().step_done()
+            clock.now += 1.0
+
+    runner = importlib.import_module("pipelines.training.runner")
+    monkeypatch.setattr(runner, "TrainingBudget", functools.partial(OneSecondSteps, clock=clock))
+    return clock
+
+
 @pytest.mark.slow
 def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, train_dataset_fn,
-                                                                   tokenizer):
-    budget = 15.0                                       # seconds; the first step traces for 2-9
+                                                                   tokenizer, step_clock):
+    budget = 15.0                                       # seconds of the step clock: 15 steps
     config = tiny_config(tmp_path, train_steps=1_000_000, train_minutes=budget / 60,
                          average_window=0.5, checkpoint_every_steps=3, decay_fraction=0.5)
     result = train(config, train_dataset_fn(), tokenizer.vocab_size)
-    # The budget is looked at after every step: it overruns by at most the last step (and its save).
-    assert budget <= result.train_seconds < budget + result.history[-1]["step_seconds"] + 1.0
-    assert result.final_step > 3
-    assert result.latest_checkpoint.endswith(f"ckpt-{result.final_step}")
+    # The budget is looked at after every step: the run ends with the step that spends it.
+    assert result.final_step == 15 and result.train_seconds == pytest.approx(budget)
+    assert result.latest_checkpoint.endswith("ckpt-15")
     # demo averages 3 checkpoints: marks at 50% and 75% of the budget, the last at its end.
-    newest = result.checkpoints[-3:]
-    seconds = [checkpoint_seconds(c) for c in newest]
-    # The marks' checkpoints, not the every-3-steps ones, which stop in the window.
-    assert 0.5 * budget <= seconds[0] < 0.75 * budget <= seconds[1] < budget <= seconds[2]
-    assert seconds == sorted(seconds)
-    # The rate fell linearly to (nearly) zero over the last half of the budget.
+    # The marks' checkpoints, not the every-3-steps ones, which stop in the window (ckpt-9).
+    assert [Path(c).name for c in result.checkpoints[-3:]] == ["ckpt-8", "ckpt-12", "ckpt-15"]
+    assert [checkpoint_seconds(c) for c in result.checkpoints[-3:]] == pytest.approx([8.0, 12.0, 15.0])
+    # The rate fell linearly to zero over the last half of the budget: step k trains at the
+    # progress of the k - 1 seconds spent before it.
     plan = config.resolved()
     factors = [record["learning_rate"] / float(TransformerSchedule(
         TINY_MODEL["d_model"], plan.warmup_steps, plan.learning_rate_scale)(record["step"] - 1))
         for record in result.history]
-    assert factors[1] > 0.5 and factors[-1] < 0.1  # step 2 comes after ~2 s of tracing
-    assert factors == sorted(factors, reverse=True)
+    expected = [min(1.0, (1 - (step - 1) / budget) / 0.5) for step in range(1, 16)]
+    assert factors == pytest.approx(expected, rel=1e-4, abs=1e-6)
     # Steps under the budget are not limited by train_steps: the history is all there.
     assert [r["step"] for r in result.history] == list(range(1, result.final_step + 1))
 
@@ -148,17 +171,20 @@ def test_a_budget_counted_in_steps_trains_the_same_steps_and_resumes_them(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_resumed_run_spends_only_the_rest_of_its_budget(tmp_path, train_dataset_fn, tokenizer):
-    budget = 15.0
+def test_a_resumed_run_spends_only_the_rest_of_its_budget(tmp_path, train_dataset_fn, tokenizer, step_clock):
+    budget = 15.0                                       # seconds of the step clock: 15 steps
     minutes = budget / 60
     first = train(tiny_config(tmp_path, train_steps=2, train_minutes=minutes),
                   train_dataset_fn(), tokenizer.vocab_size)
-    assert first.final_step == 2 and first.train_seconds < budget
+    assert first.final_step == 2 and first.train_seconds == pytest.approx(2.0)
+    step_clock.now += 1000.0                            # the time between the runs does not count
     second = train(tiny_config(tmp_path, train_steps=1_000_000, train_minutes=minutes),
                    train_dataset_fn(), tokenizer.vocab_size)
-    assert second.start_step == 2 and second.final_step > 2
-    # The clock went on from the first run's seconds: the total is the budget, not budget + first.
-    assert budget <= second.train_seconds < budget + second.history[-1]["step_seconds"] + 1.0
+    # The clock went on from the first run's 2 s: 13 more steps, not 15 (or none, had the pause
+    # between the runs counted).
+    assert second.start_step == 2 and second.final_step == 15
+    assert second.train_seconds == pytest.approx(budget)
+    assert [r["step"] for r in second.history] == list(range(1, 16))
     # Once spent, a rerun trains nothing and keeps the final checkpoint.
     third = train(tiny_config(tmp_path, train_steps=1_000_000, train_minutes=minutes),
                   train_dataset_fn(), tokenizer.vocab_size)
