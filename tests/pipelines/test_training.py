@@ -60,6 +60,8 @@ SUBPROCESS_ENV = {
     "TF_NUM_INTRAOP_THREADS": "1",
     "PYTHONPATH": str(REPO),
 }
+#: Seconds before a subprocess counts as hung: a safety net, not a limit on a busy machine's speed.
+HUNG = 1800
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +93,7 @@ def write_job(path: Path, data: dict, **train_settings) -> Path:
     return path
 
 
-def run_python(code: str, *args: str, timeout: float = 240, env=None) -> subprocess.CompletedProcess:
+def run_python(code: str, *args: str, timeout: float = HUNG, env=None) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args], cwd=REPO, env=env or SUBPROCESS_ENV,
         capture_output=True, text=True, timeout=timeout)
@@ -458,11 +460,11 @@ def free_ports(n: int) -> list[int]:
 
 
 def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_yaml_data):
-    # Checkpoints by time (every 6 ms: after every step), a decision the workers must share,
-    # and the chief's validation at the end.
+    # Checkpoints by time (every 60 ns: after every step, however fast the machine), a decision
+    # the workers must share, and the chief's validation at the end.
     config = write_job(tmp_path / "job.yaml", {**job_yaml_data, "validation_split": "validation"},
                        train_steps=3, checkpoint_dir=str(tmp_path / "run"),
-                       checkpoint_every_steps=None, checkpoint_every_minutes=0.0001,
+                       checkpoint_every_steps=None, checkpoint_every_minutes=1e-9,
                        validation_max_batches=2, strategy="auto")
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
@@ -473,7 +475,7 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
             [sys.executable, "-c", textwrap.dedent(WORKER_SCRIPT), str(config), str(tmp_path)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
-        outputs = [p.communicate(timeout=240) for p in processes]
+        outputs = [p.communicate(timeout=HUNG) for p in processes]
     finally:
         for p in processes:
             if p.poll() is None:
@@ -499,11 +501,21 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
                for r in chief["history"])
 
 
-THROTTLED_SCRIPT = """
-    import sys, time
+PAUSING_SCRIPT = """
+    import os, sys, time
     from pipelines.training import run_from_config
-    # Slow steps so that the parent can kill the run in the middle of training.
-    run_from_config(sys.argv[1], on_step=lambda step, metrics: time.sleep(0.25))
+
+    def on_step(step, metrics):
+        # Mid-run for as long as the parent needs: after step argv[3] (its record and any
+        # checkpoint written), say so in the marker file argv[2] and wait there to be killed.
+        if step == int(sys.argv[3]):
+            with open(sys.argv[2] + ".tmp", "w") as marker:
+                marker.write(f"{os.getpid()} {step}")
+            os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+            while True:
+                time.sleep(1)
+
+    run_from_config(sys.argv[1], on_step=on_step)
 """
 
 
@@ -520,33 +532,35 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
     # The uninterrupted run (in this process: what matters is the killed one).
     assert run_from_config(reference).final_step == steps
 
-    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(THROTTLED_SCRIPT),
-                                str(killed)], cwd=REPO, env=SUBPROCESS_ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Killed between checkpoints, an event rather than a race with the run's speed: the run
+    # stops after step 10 (step 8 saved, steps 9 and 10 recorded after it) until it is killed.
+    marker, log = tmp_path / "paused", tmp_path / "killed.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(PAUSING_SCRIPT),
+                                    str(killed), str(marker), "10"], cwd=REPO, env=SUBPROCESS_ENV,
+                                   stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and process.poll() is None:
-            # Kill between checkpoints: after step 8 was saved and step 10 was recorded.
-            if (killed_dir / "ckpt-8.index").exists() and any(
-                    r["step"] >= 10 for r in read_metrics(killed_dir)):
-                break
-            time.sleep(0.05)
-        assert process.poll() is None, "the run ended before it could be killed"
+        deadline = time.monotonic() + HUNG
+        while not marker.exists():
+            assert process.poll() is None and time.monotonic() < deadline, \
+                f"the run never reached step 10:\n{log.read_text(errors='replace')[-4000:]}"
+            time.sleep(0.2)
+        assert marker.read_text() == f"{process.pid} 10"
+        assert process.poll() is None  # mid-run: step 10 of 16 done, waiting in its callback
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == -signal.SIGKILL
-    killed_at = max(r["step"] for r in read_metrics(killed_dir))
-    assert 10 <= killed_at < steps
+    assert [r["step"] for r in read_metrics(killed_dir)] == list(range(1, 11))
     latest = tf.train.latest_checkpoint(str(killed_dir))
-    assert latest is not None and int(latest.rsplit("-", 1)[1]) >= 8
+    assert latest is not None and latest.endswith("ckpt-8")
 
     # The same command again: resumes from the newest checkpoint and finishes the run.
     result = subprocess.run([sys.executable, "-m", "pipelines.training", "--config",
                              str(killed)], cwd=REPO, env=SUBPROCESS_ENV, capture_output=True,
-                            text=True, timeout=240)
+                            text=True, timeout=HUNG)
     assert result.returncode == 0, result.stderr[-6000:]
     resumed_from = int(latest.rsplit("-", 1)[1])
     assert f"resumed from {latest} at step {resumed_from}" in result.stderr
