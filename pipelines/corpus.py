@@ -6,10 +6,12 @@ A prepared corpus is a directory::
     manifest.json
 
 Each text file is UTF-8, one sentence per line, line ``i`` of ``<split>.<src>`` translating line
-``i`` of ``<split>.<tgt>``. Files may also be stored xz-compressed (``train.en.xz``), which is how
-the bundled DDTP corpora ship. ``manifest.json`` records the source name, the language pair, the
-number of pairs per split, the sha256 of every file (and of its decompressed text), the cleaning
-counts per reason and the provenance.
+``i`` of ``<split>.<tgt>``. A corpus may hold further splits of :data:`EXTRA_SPLITS` (the bundled
+DDTP corpora's ``test_unseen``) and per-line side files such as ``<split>.packages`` (what line
+``i`` came from), listed and checksummed like the text. Files may also be stored xz-compressed
+(``train.en.xz``), which is how the bundled DDTP corpora ship. ``manifest.json`` records the
+source name, the language pair, the number of pairs per split, the sha256 of every file (and of
+its decompressed text), the cleaning counts per reason and the provenance.
 
 Writes are atomic: every file goes to a temporary name in the same directory and is renamed into
 place with ``os.replace``; the old manifest is deleted before the first write and the new one is
@@ -39,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 SPLITS = ("train", "validation", "test")
+#: Optional splits a corpus may have beside :data:`SPLITS`. ``test_unseen``: a second test split of
+#: whole groups (packages) that have no sentence in ``train``; see
+#: :mod:`pipelines.tasks.translation.ddtp_packages`.
+EXTRA_SPLITS = ("test_unseen",)
 FORMAT_VERSION = 1
 #: xz settings of shipped files; fixed so that a rebuild with the same liblzma is byte-identical.
 XZ_PRESET = 9
@@ -87,44 +93,56 @@ def write_corpus(
     cleaning: dict[str, Any] | None = None,
     provenance: dict[str, Any] | None = None,
     compress: bool = False,
+    side_files: dict[str, list[str]] | None = None,
 ) -> Corpus:
     """Writes a corpus in the layout above (atomically, manifest last) and returns it loaded.
 
-    ``splits`` maps each of :data:`SPLITS` to its list of ``(source, target)`` pairs.
+    ``splits`` maps each of :data:`SPLITS` (and optionally of :data:`EXTRA_SPLITS`) to its list of
+    ``(source, target)`` pairs. ``side_files`` maps further file names (``train.packages``) to their
+    lines; they are written and checksummed the same way.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     missing = [s for s in SPLITS if s not in splits]
     if missing:
         raise DataError(f"cannot write corpus to {directory}: missing split(s) {missing}")
+    unknown = [s for s in splits if s not in SPLITS + EXTRA_SPLITS]
+    if unknown:
+        raise DataError(f"cannot write corpus to {directory}: unknown split(s) {unknown}; "
+                        f"splits are {SPLITS} and optionally {EXTRA_SPLITS}")
+    names = [*SPLITS, *(s for s in EXTRA_SPLITS if s in splits)]
     # The old manifest goes first: from here until the new one is written, the directory is
     # not trusted by Corpus.load or by a rerun of prepare_corpus().
     with contextlib.suppress(FileNotFoundError):
         (directory / MANIFEST).unlink()
     remove_stale_temporaries(directory)
     files: dict[str, dict[str, Any]] = {}
-    for split in SPLITS:
-        pairs = splits[split]
+
+    def write(name: str, lines: list[str]) -> None:
+        text = lines_to_bytes(lines)
+        entry: dict[str, Any] = {"lines": len(lines), "text_sha256": sha256_bytes(text)}
+        if compress:
+            data = compress_xz(text)
+            name += ".xz"
+        else:
+            data = text
+        entry["sha256"] = sha256_bytes(data)
+        entry["bytes"] = len(data)
+        atomic_write_bytes(directory / name, data)
+        files[name] = entry
+
+    for split in names:
         for lang, side in ((source_lang, 0), (target_lang, 1)):
-            text = lines_to_bytes(pair[side] for pair in pairs)
-            name = f"{split}.{lang}"
-            entry: dict[str, Any] = {"lines": len(pairs), "text_sha256": sha256_bytes(text)}
-            if compress:
-                data = compress_xz(text)
-                name += ".xz"
-            else:
-                data = text
-            entry["sha256"] = sha256_bytes(data)
-            entry["bytes"] = len(data)
-            atomic_write_bytes(directory / name, data)
-            files[name] = entry
+            write(f"{split}.{lang}", [pair[side] for pair in splits[split]])
+    for name, lines in sorted((side_files or {}).items()):
+        write(name, lines)
     manifest = {
         "format_version": FORMAT_VERSION,
         "source": source,
         "language_pair": f"{source_lang}-{target_lang}",
         "source_lang": source_lang,
         "target_lang": target_lang,
-        "counts": {split: len(splits[split]) for split in SPLITS},
+        "counts": {split: len(splits[split]) for split in names},
         "files": files,
         "cleaning": cleaning or {},
         "provenance": provenance or {},
@@ -184,13 +202,18 @@ class Corpus:
         return f"{self.source_lang}-{self.target_lang}"
 
     @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits this corpus has: :data:`SPLITS`, then those of :data:`EXTRA_SPLITS` it holds."""
+        return SPLITS + tuple(s for s in EXTRA_SPLITS if s in self.manifest["counts"])
+
+    @property
     def counts(self) -> dict[str, int]:
         """Number of sentence pairs per split."""
         return dict(self.manifest["counts"])
 
     def _name(self, split: str, lang: str) -> str:
-        if split not in SPLITS:
-            raise KeyError(f"unknown split {split!r}; splits are {SPLITS}")
+        if split not in self.splits:
+            raise KeyError(f"unknown split {split!r}; {self.directory.name} has {self.splits}")
         if lang not in (self.source_lang, self.target_lang):
             raise KeyError(f"language {lang!r} is not in {self.language_pair}")
         for name in (f"{split}.{lang}", f"{split}.{lang}.xz"):
@@ -211,6 +234,13 @@ class Corpus:
         """The sentences of one side of ``split``."""
         return read_lines(self.path(split, lang))
 
+    def side_lines(self, name: str) -> Iterator[str]:
+        """The lines of a side file such as ``train.packages`` (see :func:`write_corpus`)."""
+        for candidate in (name, f"{name}.xz"):
+            if candidate in self.manifest["files"]:
+                return read_lines(self.directory / candidate)
+        raise DataError(f"{self.directory / MANIFEST}: no side file {name!r}")
+
     def pairs(self, split: str) -> Iterator[tuple[str, str]]:
         """Yields the ``(source, target)`` sentence pairs of ``split`` in file order."""
         return zip(self.lines(split, self.source_lang), self.lines(split, self.target_lang),
@@ -218,7 +248,7 @@ class Corpus:
 
     def fingerprint(self, split: str | None = None) -> str:
         """A short hash of the corpus text (of one split, or all), e.g. to key caches."""
-        splits = SPLITS if split is None else (split,)
+        splits = self.splits if split is None else (split,)
         parts = [self.language_pair]
         for s in splits:
             parts += [self.file_sha256(s, self.source_lang), self.file_sha256(s, self.target_lang)]
@@ -236,7 +266,7 @@ class Corpus:
                     f"{path}: sha256 {actual} does not match {MANIFEST} ({entry['sha256']}); "
                     "the file is incomplete or was modified"
                 )
-        for split in SPLITS:
+        for split in self.splits:
             for lang in (self.source_lang, self.target_lang):
                 self._name(split, lang)
 

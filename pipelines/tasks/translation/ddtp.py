@@ -5,8 +5,10 @@ Input: the Debian archive's ``dists/<suite>/main/i18n/Translation-<lang>`` index
 The builder joins the English file with the other language on it, pairs summary with summary and paragraph ``i``
 with paragraph ``i`` (descriptions whose paragraph counts differ are skipped), cleans the pairs
 (:mod:`pipelines.tasks.translation.cleaning`), and splits them deterministically by a hash of the English sentence,
-so that no English sentence occurs in two splits. The output is the layout of
-:mod:`pipelines.corpus`, xz-compressed.
+so that no English sentence occurs in two splits. A second test split, ``test_unseen``, holds out
+whole packages (:mod:`pipelines.tasks.translation.ddtp_packages`): it is carved out of what the
+sentence hash put in train, so validation and test stay as they were. The output is the layout of
+:mod:`pipelines.corpus`, xz-compressed, with ``<split>.packages`` files naming each line's packages.
 
 The shipped copies under ``pipelines/tasks/translation/corpora/ddtp/`` were made by this module's CLI; rebuild or
 check them with::
@@ -46,6 +48,7 @@ from pipelines.tasks.translation.ddtp_files import (  # noqa: F401  (part of thi
     find_translation_file,
     parse_translation_file,
 )
+from pipelines.tasks.translation.ddtp_packages import PACKAGE_SALT, UNSEEN_SPLIT, package_split, sentence_groups
 from pipelines.textfiles import DataError
 
 logger = logging.getLogger(__name__)
@@ -65,18 +68,24 @@ class DdtpBuildConfig:
     The cleaning filters apply to every split (``filter_splits`` = all) because the corpus is
     cleaned as one pool before it is split. ``validation_fraction`` and ``test_fraction`` are
     fractions of the English-hash space: about 4% of the English sentences each (~1,300 En-De
-    pairs).
+    pairs). ``unseen_fraction`` of the package units are held out as ``test_unseen`` (0: no such
+    split); sentences of ``unseen_max_groups`` or more package groups count as boilerplate
+    (see :mod:`pipelines.tasks.translation.ddtp_packages`).
     """
 
     cleaning: CleaningConfig = dataclasses.field(
         default_factory=lambda: CleaningConfig(filter_splits=SPLITS))
     validation_fraction: float = 0.04
     test_fraction: float = 0.04
+    unseen_fraction: float = 0.05
+    unseen_max_groups: int = 5
 
     def __post_init__(self) -> None:
         if not (0 < self.validation_fraction and 0 < self.test_fraction
                 and self.validation_fraction + self.test_fraction < 1):
             raise ValueError("validation_fraction and test_fraction must be > 0 and sum to < 1")
+        if not 0 <= self.unseen_fraction < 1:
+            raise ValueError(f"unseen_fraction must be in [0, 1), got {self.unseen_fraction}")
 
 
 def split_of(english: str, validation_fraction: float, test_fraction: float) -> str:
@@ -114,9 +123,19 @@ def build_pair(
     logger.info("%s: %d aligned pairs (%s)", language_pair, len(raw_pairs), align_stats)
     pairs, counts = clean_pairs(raw_pairs, config.cleaning)
     log_counts(language_pair, counts)
-    splits: dict[str, list[tuple[str, str]]] = {split: [] for split in SPLITS}
+    held = None
+    if config.unseen_fraction > 0:
+        held = package_split(sentence_groups(english, other), config.unseen_fraction,
+                             config.unseen_max_groups, sentences=(en for en, _ in pairs))
+    splits: dict[str, list[tuple[str, str]]] = {split: [] for split in (*SPLITS, UNSEEN_SPLIT)}
     for en, xx in pairs:
-        splits[split_of(en, config.validation_fraction, config.test_fraction)].append((en, xx))
+        split = split_of(en, config.validation_fraction, config.test_fraction)
+        if split == "train" and held is not None and held.is_held_out(en):
+            split = UNSEEN_SPLIT
+        splits[split].append((en, xx))
+    if not splits[UNSEEN_SPLIT]:
+        del splits[UNSEEN_SPLIT]
+        logger.warning("%s: no package held out; the corpus has no %s split", language_pair, UNSEEN_SPLIT)
     for split in SPLITS:
         if not splits[split]:
             raise DataError(f"split '{split}' of {language_pair} is empty")
@@ -127,8 +146,16 @@ def build_pair(
                   "test_fraction": config.test_fraction},
         "cleaning_config": dataclasses.asdict(config.cleaning),
     })
-    return write_corpus(output_dir, source_lang, target_lang, splits, source="ddtp",
-                        cleaning={"all": counts}, provenance=provenance, compress=compress)
+    side_files = {}
+    if held is not None:
+        provenance["unseen_split"] = {
+            "salt": PACKAGE_SALT, "fraction": config.unseen_fraction, "max_groups": config.unseen_max_groups,
+            "test_unseen_packages": len({g for en, _ in splits.get(UNSEEN_SPLIT, []) for g in held.groups[en]}),
+            **held.stats}
+        side_files = {f"{split}.packages": [held.label(en) for en, _ in split_pairs]
+                      for split, split_pairs in splits.items()}
+    return write_corpus(output_dir, source_lang, target_lang, splits, source="ddtp", cleaning={"all": counts},
+                        provenance=provenance, compress=compress, side_files=side_files)
 
 
 def build(
@@ -185,6 +212,16 @@ def render_readme(corpora: dict[str, Corpus], suite: str = DEFAULT_SUITE) -> str
         "and split by a salted sha256 of the English side (about 4% validation, 4% test), so no",
         "English sentence occurs in two splits.",
         "",
+        "`test_unseen` is a second test split of whole packages nobody trained on: package names",
+        "are reduced to a stem (`libfoo1`, `libfoo-dev`, `foo-data`, `python3-foo` -> `foo`), stems",
+        "that share their own sentences are joined into units, and a salted sha256 of each unit",
+        "holds about 5% of them out. Their sentences that the sentence hash put in train form",
+        "`test_unseen`, so `validation` and `test` are unchanged and no sentence of a held-out package",
+        "is in `train`, except boilerplate used by 5 or more stems (\"This package contains the",
+        "documentation.\"), which keeps its sentence-hash split. `<split>.packages` gives, per line,",
+        "the stems of the English sentence (`*` for boilerplate); see",
+        "`pipelines/tasks/translation/ddtp_packages.py`.",
+        "",
         "Licence: the text is each package's own description and the Debian translators' work;",
         "no single licence is stated in the Translation files. It is distributed by Debian as",
         "part of its archive; cite DDTP and check the individual packages before reuse beyond",
@@ -209,8 +246,13 @@ def render_readme(corpora: dict[str, Corpus], suite: str = DEFAULT_SUITE) -> str
         lines.append(f"## {pair}")
         lines.append("")
         counts = manifest["counts"]
-        lines.append("Pairs: " + ", ".join(f"{s} {counts[s]:,}" for s in SPLITS)
+        lines.append("Pairs: " + ", ".join(f"{s} {counts[s]:,}" for s in corpus.splits)
                      + f" (total {sum(counts.values()):,}).")
+        unseen = manifest["provenance"].get("unseen_split")
+        if unseen and UNSEEN_SPLIT in counts:
+            lines.append(f"`{UNSEEN_SPLIT}`: {unseen['test_unseen_packages']:,} package stems of "
+                         f"{unseen['held_out_units']:,} held-out units (of {unseen['units']:,}); "
+                         f"{unseen['shared_sentences']:,} boilerplate sentences.")
         inputs = manifest["provenance"].get("input_files", {})
         if inputs:
             lines.append("")

@@ -35,10 +35,16 @@ COMPRESSED_SUFFIXES = (".xz", ".bz2", ".gz", "")
 
 @dataclasses.dataclass(frozen=True)
 class Description:
-    """One translated package description: its summary line and long-description paragraphs."""
+    """One translated package description: its summary line and long-description paragraphs.
+
+    ``packages`` are the binary packages whose record carries this description (in file order);
+    they decide the package-held-out test split (:mod:`pipelines.tasks.translation.ddtp_packages`)
+    and take no part in equality: two descriptions are the same text whoever uses them.
+    """
 
     summary: str
     paragraphs: tuple[str, ...]
+    packages: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
 
 def _description_text(summary: str, body: list[str]) -> Description:
@@ -62,12 +68,14 @@ def _description_text(summary: str, body: list[str]) -> Description:
 def parse_translation_file(path: str | Path) -> dict[str, Description]:
     """Parses a ``Translation-<lang>`` file into ``{Description-md5: Description}``.
 
-    Several packages may share one description (same md5); the first record wins. Raises
+    Several packages may share one description (same md5); the first record's text wins and
+    every record's ``Package`` is kept in :attr:`Description.packages`. Raises
     :class:`DataError` naming the file and line for malformed records and invalid UTF-8.
     """
     path = Path(path)
     descriptions: dict[str, Description] = {}
-    md5 = summary = None
+    packages: dict[str, list[str]] = {}
+    md5 = summary = package = None
     body: list[str] = []
     start = 0
 
@@ -77,13 +85,15 @@ def parse_translation_file(path: str | Path) -> dict[str, Description]:
         if md5 is None:
             raise DataError(f"{path}:{start}: record has a description but no Description-md5")
         descriptions.setdefault(md5, _description_text(summary, body))
+        if package:
+            packages.setdefault(md5, []).append(package)
 
     in_description = False
     for lineno, line in enumerate(tqdm(read_lines(path), desc=path.name, unit=" lines",
                                        mininterval=2.0, leave=False, disable=None), start=1):
         if not line.strip():
             flush()
-            md5 = summary = None
+            md5 = summary = package = None
             body = []
             in_description = False
             continue
@@ -100,11 +110,15 @@ def parse_translation_file(path: str | Path) -> dict[str, Description]:
         in_description = key.startswith("Description-") and key != "Description-md5"
         if key == "Description-md5":
             md5 = value.strip()
+        elif key == "Package":
+            package = value.strip()
         elif in_description:
             summary = value
     flush()
     if not descriptions:
         raise DataError(f"{path}: no Description records found; is this a Translation-<lang> file?")
+    for md5, names in packages.items():
+        descriptions[md5] = dataclasses.replace(descriptions[md5], packages=tuple(names))
     logger.info("%s: %d distinct descriptions", path, len(descriptions))
     return descriptions
 

@@ -9,13 +9,19 @@ Three numbers, clearly separated in ``scores.json``:
   tensor2tensor's ``get_ende_bleu.sh``: Moses ``replace-unicode-punctuation.perl`` and
   ``tokenizer.perl -l de``, then every hyphenated compound split as ``a ##AT##-##AT## b``, then
   ``multi-bleu.perl`` on the tokenized text. Here: the same punctuation replacements
-  (:data:`UNICODE_PUNCTUATION`), sacreBLEU's 13a tokenizer in place of Moses' tokenizer.perl
+  (:data:`~pipelines.tasks.translation.paper_bleu.UNICODE_PUNCTUATION`), sacreBLEU's 13a
+  tokenizer in place of Moses' tokenizer.perl
   (both split punctuation off words and keep hyphenated words whole; 13a does not split
   apostrophes or escape ``&<>'"`` as HTML entities, which Moses does), the identical compound
   split regex, and sacreBLEU with ``--tokenize none`` in place of multi-bleu.perl (the same BLEU
   on pre-tokenized text). Both sides, hypothesis and reference, are processed alike, since the
   reference is not pre-tokenized here. Numbers of this variant are not comparable to
   detokenized BLEU (it is usually higher).
+
+Beside them: the brevity penalty and length ratio of BLEU, and loops (:mod:`.repetition`), counted
+on the hypotheses and on the references. A corpus with a second test split (the bundled DDTP
+corpora's ``test_unseen``: whole packages nobody trained on) is scored on it too, in a
+subdirectory of the same name, its numbers beside the first split's (``test_unseen_bleu``).
 
 Every score is computed from the files written to the output directory, read the way the
 ``sacrebleu`` command line reads them, and ``scores.json`` records the exact command that
@@ -27,18 +33,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
-from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.corpus import SPLITS, Corpus
+from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus
 from pipelines.decoding import decoding_kwargs, decoding_record
+from pipelines.tasks.translation.paper_bleu import (  # noqa: F401  (part of this module's API)
+    UNICODE_PUNCTUATION,
+    paper_tokenize,
+    replace_unicode_punctuation,
+    split_compounds,
+)
+from pipelines.tasks.translation.repetition import ends_in_repetition, loop_counts
 
 logger = logging.getLogger(__name__)
 
@@ -57,49 +68,6 @@ TOKENIZED_BLEU_LABEL = (
     "to detokenized BLEU"
 )
 
-#: Moses ``replace-unicode-punctuation.perl`` substitutions, in its order.
-UNICODE_PUNCTUATION: tuple[tuple[str, str], ...] = (
-    ("，", ","),
-    (r"。 *", ". "),
-    ("、", ","),
-    ("”", '"'),
-    ("“", '"'),
-    ("∶", ":"),
-    ("：", ":"),
-    ("？", "?"),
-    ("《", '"'),
-    ("》", '"'),
-    ("）", ")"),
-    ("！", "!"),
-    ("（", "("),
-    ("；", ";"),
-    ("１", "1"),
-    ("」", '"'),
-    ("「", '"'),
-    ("０", "0"),
-    ("３", "3"),
-    ("２", "2"),
-    ("５", "5"),
-    ("６", "6"),
-    ("９", "9"),
-    ("７", "7"),
-    ("８", "8"),
-    ("４", "4"),
-    (r"． *", ". "),
-    ("～", "~"),
-    ("’", "'"),
-    ("…", "..."),
-    ("━", "-"),
-    ("〈", "<"),
-    ("〉", ">"),
-    ("【", "["),
-    ("】", "]"),
-    ("％", "%"),
-)
-_PUNCTUATION_PATTERNS = tuple((re.compile(p), r) for p, r in UNICODE_PUNCTUATION)
-#: get_ende_bleu.sh: ``perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'``.
-_COMPOUND = re.compile(r"(\S)-(\S)")
-_TOKENIZER_13A = Tokenizer13a()
 
 
 @dataclass
@@ -109,10 +77,13 @@ class EvalConfig:
     ``beam_size``, ``alpha`` and ``max_length_offset`` left ``None`` use the translator's
     defaults (the paper's 4, 0.6 and +50, section 6.1). ``max_sentences`` evaluates only the
     first sentences of the split (quick checks). ``width`` is the number of decimals passed to
-    the ``sacrebleu`` command line (``-w``) in the recorded commands.
+    the ``sacrebleu`` command line (``-w``) in the recorded commands. ``extra_splits`` are scored
+    after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
+    the corpus' other test splits (``test_unseen``) when it has them.
     """
 
     split: str = "test"
+    extra_splits: tuple[str, ...] | None = None
     beam_size: int | None = None
     alpha: float | None = None
     max_length_offset: int | None = None
@@ -122,8 +93,11 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
-        if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {list(SPLITS)}, got {self.split!r}")
+        for split in (self.split, *(self.extra_splits or ())):
+            if split not in SPLITS + EXTRA_SPLITS:
+                raise ValueError(f"split must be one of {list(SPLITS + EXTRA_SPLITS)}, got {split!r}")
+        if self.extra_splits is not None:
+            self.extra_splits = tuple(s for s in dict.fromkeys(self.extra_splits) if s != self.split)
         if self.beam_size is not None and self.beam_size < 1:
             raise ValueError(f"beam_size must be positive, got {self.beam_size}")
         if self.alpha is not None and self.alpha < 0:
@@ -144,6 +118,8 @@ class EvalResult:
     chrf: float
     tokenized_bleu: float
     scores: dict[str, Any] = field(default_factory=dict)
+    #: The results of ``extra_splits``, by split (their files are in ``output_dir/<split>``).
+    others: dict[str, EvalResult] = field(default_factory=dict)
 
     @property
     def scores_path(self) -> Path:
@@ -151,8 +127,14 @@ class EvalResult:
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for a metrics logger."""
-        return {"bleu": self.bleu, "chrf": self.chrf, "tokenized_bleu_compound_split": self.tokenized_bleu,
-                "repeated_endings": self.scores.get("repeated_endings", {}).get("count", 0)}
+        loops = self.scores.get("loops", {})
+        metrics = {"bleu": self.bleu, "chrf": self.chrf, "tokenized_bleu_compound_split": self.tokenized_bleu,
+                   "brevity_penalty": self.scores.get("bleu", {}).get("brevity_penalty", 0.0),
+                   "repeated_endings": self.scores.get("repeated_endings", {}).get("count", 0),
+                   "looping_hypotheses": loops.get("hypotheses", 0), "looping_references": loops.get("references", 0)}
+        for split, other in self.others.items():
+            metrics.update({f"{split}_{key}": value for key, value in other.metrics().items()})
+        return metrics
 
     def examples(self, n: int = 3) -> list[dict[str, str]]:
         """The first ``n`` sentences with their reference and translation, to show a reader."""
@@ -160,20 +142,6 @@ class EvalResult:
                  (("source", SOURCES_FILE), ("reference", REFERENCES_FILE), ("translation", HYPOTHESES_FILE))}
         return [{key: lines[i] for key, lines in files.items()} for i in range(min(n, self.num_sentences))]
 
-
-#: A piece of up to 12 characters repeated at least 4 times at the end ("------", "der der der der").
-_REPEATED_ENDING = re.compile(r"(.{1,12}?)\1{3,}$", re.DOTALL)
-
-
-def ends_in_repetition(text: str) -> bool:
-    """Whether ``text`` ends in a run of one repeated piece, the mark of an undertrained decoder."""
-    text = text.rstrip()
-    # Words repeat with their separating space, which the last one lacks: try it both ways.
-    for candidate in (text, text + " "):
-        match = _REPEATED_ENDING.search(candidate)
-        if match and not match.group(1).strip().isdigit():  # "10000" is a number, not a stutter
-            return True
-    return False
 
 
 # ---------------------------------------------------------------------------- text handling
@@ -196,26 +164,6 @@ def read_lines_like_sacrebleu(path: str | Path) -> list[str]:
 
 def write_lines(path: Path, lines: list[str]) -> None:
     atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode("utf-8"))
-
-
-def replace_unicode_punctuation(text: str) -> str:
-    """Moses ``replace-unicode-punctuation.perl`` (see :data:`UNICODE_PUNCTUATION`)."""
-    for pattern, replacement in _PUNCTUATION_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def split_compounds(tokenized: str) -> str:
-    """``rich-text`` -> ``rich ##AT##-##AT## text``, as get_ende_bleu.sh's perl one-liner.
-
-    Non-overlapping, left to right, like perl's ``s///g``: ``a-b-c`` -> ``a ##AT##-##AT## b-c``.
-    """
-    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenized)
-
-
-def paper_tokenize(text: str) -> str:
-    """Tokenization of the paper's BLEU: punctuation normalised, 13a-tokenized, compounds split."""
-    return split_compounds(_TOKENIZER_13A(replace_unicode_punctuation(text)))
 
 
 # ---------------------------------------------------------------------------------- scoring
@@ -252,6 +200,8 @@ def score_files(output_dir: str | Path, width: int = 4) -> dict[str, Any]:
             "score": bleu_score.score,
             "signature": str(bleu.get_signature()),
             "verbose": str(bleu_score),
+            "brevity_penalty": bleu_score.bp,
+            "length_ratio": bleu_score.sys_len / bleu_score.ref_len if bleu_score.ref_len else 0.0,
             "command": _command("bleu", REFERENCES_FILE, HYPOTHESES_FILE, width),
         },
         "chrf": {
@@ -287,6 +237,22 @@ def _make_translator(translator, tokenizer):
     return Translator(translator, tokenizer)
 
 
+def extra_splits(config: EvalConfig, split: str, corpus: Corpus) -> tuple[str, ...]:
+    """The splits scored after ``split``: ``config.extra_splits``, or by default (``None``) the
+    corpus' other test splits when ``split`` is ``test``. Raises if a named one is missing."""
+    if config.extra_splits is None:
+        return tuple(s for s in corpus.splits if s.startswith("test") and s != split) if split == "test" else ()
+    missing = [s for s in config.extra_splits if s not in corpus.splits]
+    if missing:
+        raise ValueError(f"{corpus.directory} has no split {missing}; it has {list(corpus.splits)}")
+    return tuple(s for s in config.extra_splits if s != split)
+
+
+def _write_scores(output_dir: Path, scores: dict[str, Any]) -> None:
+    atomic_write_bytes(output_dir / SCORES_FILE,
+                       (json.dumps(scores, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
 def evaluate(
     translator,
     corpus: Corpus,
@@ -295,7 +261,7 @@ def evaluate(
     output_dir: str | Path = "evaluation",
     tokenizer=None,
 ) -> EvalResult:
-    """Translates ``split`` of ``corpus``, writes the files and scores, returns the result.
+    """Translates ``split`` of ``corpus`` (and :func:`extra_splits`), writes the files and scores.
 
     Args:
         translator: a ``Translator``, a loaded export (``keras_transformer.export.load_exported``)
@@ -303,14 +269,34 @@ def evaluate(
         corpus: the prepared corpus; source and target languages are its own.
         split: overrides ``config.split``.
         output_dir: receives ``sources.txt``, ``hypotheses.txt``, ``references.txt``, the
-            tokenized ``*.tok.atat.txt`` files of the paper-style BLEU and ``scores.json``.
+            tokenized ``*.tok.atat.txt`` files of the paper-style BLEU and ``scores.json``; each
+            extra split the same files in ``output_dir/<split>``, summed up in ``scores.json``'s
+            ``other_splits``.
     """
     config = config or EvalConfig()
     split = split or config.split
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    others = extra_splits(config, split, corpus)  # before decoding: a missing split fails at once
     translator = _make_translator(translator, tokenizer)
+    result = _evaluate_split(translator, corpus, split, config, output_dir)
+    for other in others:
+        result.others[other] = _evaluate_split(translator, corpus, other, config, output_dir / other)
+    if result.others:
+        result.scores["other_splits"] = {
+            other: {"num_sentences": r.num_sentences, "bleu": r.bleu, "chrf": r.chrf,
+                    "brevity_penalty": r.scores["bleu"]["brevity_penalty"],
+                    "length_ratio": r.scores["bleu"]["length_ratio"],
+                    "looping_hypotheses": r.scores["loops"]["hypotheses"],
+                    "looping_references": r.scores["loops"]["references"],
+                    "scores": f"{other}/{SCORES_FILE}"}
+            for other, r in result.others.items()}
+        _write_scores(output_dir, result.scores)
+    return result
 
+
+def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, output_dir: Path) -> EvalResult:
+    """One split: decode, write the files, score them, write ``scores.json``."""
+    output_dir.mkdir(parents=True, exist_ok=True)
     pairs = list(corpus.pairs(split))
     if config.max_sentences is not None:
         pairs = pairs[: config.max_sentences]
@@ -333,6 +319,7 @@ def evaluate(
     scores = score_files(output_dir, config.width)
     repeated = [i for i, h in enumerate(hypotheses) if ends_in_repetition(h)]
     scores["repeated_endings"] = {"count": len(repeated), "lines": [i + 1 for i in repeated[:50]]}
+    scores["loops"] = loop_counts(hypotheses, references)
     scores["evaluation"] = {
         "split": split,
         "language_pair": corpus.language_pair,
@@ -348,10 +335,7 @@ def evaluate(
             "tokenized_references": TOKENIZED_REFERENCES_FILE,
         },
     }
-    atomic_write_bytes(
-        output_dir / SCORES_FILE,
-        (json.dumps(scores, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    )
+    _write_scores(output_dir, scores)
     result = EvalResult(
         output_dir=output_dir,
         num_sentences=len(pairs),
@@ -361,12 +345,16 @@ def evaluate(
         scores=scores,
     )
     logger.info(
-        "%s %.2f | %s %.2f | tokenized BLEU (compound split) %.2f  [%s]",
+        "%s: %s %.2f (BP %.3f) | %s %.2f | tokenized BLEU (compound split) %.2f | loops %d (references %d)  [%s]",
+        split,
         BLEU_LABEL,
         result.bleu,
+        scores["bleu"]["brevity_penalty"],
         CHRF_LABEL,
         result.chrf,
         result.tokenized_bleu,
+        scores["loops"]["hypotheses"],
+        scores["loops"]["references"],
         scores["bleu"]["signature"],
     )
     return result

@@ -63,7 +63,11 @@ class SourceConfig:
 
 @dataclasses.dataclass
 class RawSplits:
-    """What a source provides: pairs per split, where each came from (for error messages), provenance."""
+    """What a source provides: pairs per split, where each came from (for error messages), provenance.
+
+    ``pairs`` has every split of :data:`~pipelines.corpus.SPLITS` and may have some of
+    :data:`~pipelines.corpus.EXTRA_SPLITS` (the bundled DDTP corpora's ``test_unseen``).
+    """
 
     pairs: dict[str, Iterable[tuple[str, str]]]
     where: dict[str, str]

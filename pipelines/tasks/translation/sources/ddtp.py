@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines.corpus import SPLITS, Corpus, sha256_file
+from pipelines.corpus import Corpus, sha256_file
 from pipelines.tasks.translation import ddtp
 from pipelines.tasks.translation.sources.config import RawSplits, SourceConfig
 from pipelines.textfiles import DataError
@@ -33,7 +33,7 @@ def oriented_pairs(corpus: Corpus, config: SourceConfig) -> dict[str, Iterable[t
         for a, b in corpus.pairs(split):
             yield (b, a) if reverse else (a, b)
 
-    return {split: pairs(split) for split in SPLITS}
+    return {split: pairs(split) for split in corpus.splits}
 
 
 def raw_splits(config: SourceConfig, workdir: Path) -> RawSplits:
@@ -51,7 +51,7 @@ def raw_splits(config: SourceConfig, workdir: Path) -> RawSplits:
     else:
         corpus = ddtp.shipped_corpus(pair)
         origin = f"bundled {ddtp.SHIPPED_DIR.name}/{pair}"
-    where = {split: f"{corpus.path(split, 'en')} / {corpus.path(split, other)}" for split in SPLITS}
+    where = {split: f"{corpus.path(split, 'en')} / {corpus.path(split, other)}" for split in corpus.splits}
     provenance = {"origin": origin, "build": corpus.manifest.get("provenance", {}),
                   "build_cleaning": corpus.manifest.get("cleaning", {})}
     return RawSplits(oriented_pairs(corpus, config), where, provenance)

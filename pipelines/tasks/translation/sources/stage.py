@@ -13,7 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pipelines.config import ConfigError, load_config
-from pipelines.corpus import SPLITS, prepared_provenance, write_corpus
+from pipelines.corpus import EXTRA_SPLITS, SPLITS, prepared_provenance, write_corpus
 from pipelines.tasks.translation.cleaning import clean_pairs, log_counts, require_nonempty
 from pipelines.tasks.translation.sources import ddtp, folder, wmt14
 from pipelines.tasks.translation.sources.config import SourceConfig
@@ -66,7 +66,8 @@ def prepare_corpus(config: SourceConfig) -> Path:
         raw = source.raw_splits(config, Path(tmp))
         splits: dict[str, list[tuple[str, str]]] = {}
         counts: dict[str, dict[str, int]] = {}
-        for split in SPLITS:
+        # The source's optional splits (the bundled corpora's test_unseen) come through as they are.
+        for split in (*SPLITS, *(s for s in EXTRA_SPLITS if s in raw.pairs)):
             pairs = raw.pairs[split]
             if config.max_examples is not None:
                 pairs = islice(pairs, config.max_examples)

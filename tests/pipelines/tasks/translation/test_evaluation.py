@@ -59,7 +59,7 @@ def evaluated(ddtp_corpus, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("eval")
     pairs = list(ddtp_corpus.pairs("test"))[:300]
     translator = ImperfectTranslator(pairs)
-    config = EvalConfig(max_sentences=300, beam_size=2, alpha=0.6)
+    config = EvalConfig(max_sentences=300, beam_size=2, alpha=0.6, extra_splits=[])
     result = evaluate(translator, ddtp_corpus, "test", config, output_dir)
     return result, translator, output_dir
 
@@ -149,3 +149,41 @@ def test_evaluate_with_a_real_translator(ddtp_corpus, tokenizer_model, tmp_path)
     assert result.num_sentences == 4
     assert len(read_lines_like_sacrebleu(tmp_path / HYPOTHESES_FILE)) == 4
     assert result.scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 3}
+
+
+def test_a_test_evaluation_also_scores_the_unseen_packages(ddtp_corpus, tmp_path):
+    """By default ``test`` brings the corpus' ``test_unseen`` along: files in a subdirectory,
+    its numbers beside the first split's in the metrics and in ``scores.json``."""
+    assert "test_unseen" in ddtp_corpus.splits
+    pairs = [*list(ddtp_corpus.pairs("test"))[:40], *list(ddtp_corpus.pairs("test_unseen"))[:40]]
+    translator = ImperfectTranslator(pairs)
+    result = evaluate(translator, ddtp_corpus, config=EvalConfig(max_sentences=40, beam_size=1), output_dir=tmp_path)
+    assert list(result.others) == ["test_unseen"] and len(translator.calls) == 2
+    unseen = result.others["test_unseen"]
+    assert read_lines_like_sacrebleu(tmp_path / "test_unseen" / REFERENCES_FILE) == [
+        t for _, t in list(ddtp_corpus.pairs("test_unseen"))[:40]]
+    metrics = result.metrics()
+    assert metrics["test_unseen_bleu"] == unseen.bleu != metrics["bleu"]
+    assert {"test_unseen_chrf", "test_unseen_brevity_penalty", "test_unseen_looping_hypotheses",
+            "looping_references"} <= set(metrics)
+    recorded = json.loads((tmp_path / SCORES_FILE).read_text("utf-8"))
+    assert recorded["other_splits"]["test_unseen"]["bleu"] == unseen.bleu
+    assert recorded["evaluation"]["split"] == "test"
+    assert json.loads((tmp_path / "test_unseen" / SCORES_FILE).read_text("utf-8"))["evaluation"]["split"] == \
+        "test_unseen"
+    # Asked for by name, or not at all.
+    only = evaluate(ImperfectTranslator(pairs), ddtp_corpus, "test_unseen",
+                    EvalConfig(max_sentences=5, extra_splits=[]), tmp_path / "only")
+    assert only.others == {} and only.scores["evaluation"]["split"] == "test_unseen"
+    with pytest.raises(ValueError, match="split must be one of"):
+        EvalConfig(extra_splits=["test_unknown"])
+
+
+def test_loops_and_brevity_are_recorded(evaluated):
+    result, _, _ = evaluated
+    loops = result.scores["loops"]
+    # "Entwicklungs-------" is punctuation only: a repeated ending, not a loop of words.
+    assert loops["sentences"] == 300 and loops["hypotheses"] >= loops["references"]
+    assert result.metrics()["looping_hypotheses"] == loops["hypotheses"]
+    assert 0 < result.scores["bleu"]["brevity_penalty"] <= 1
+    assert result.scores["bleu"]["length_ratio"] < 1  # every fourth word dropped
