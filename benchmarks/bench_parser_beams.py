@@ -50,8 +50,8 @@ def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_
 def profile(translator, pairs, beam_size: int, alpha: float, offset: int) -> dict:
     """:func:`parser_beam_profile.profile_batch` on the first sentences of the split, as one batch."""
     import numpy as np
-
     from parser_beam_profile import profile_batch
+
     from pipelines.tasks.parsing.evaluation import tree_constraint_for
 
     sentences = [source for source, _ in pairs]

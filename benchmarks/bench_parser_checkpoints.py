@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     import tensorflow as tf
-
     from bench_parser_beams import measure
+
     from keras_transformer.checkpoint_averaging import average_checkpoints
     from keras_transformer.translator import Translator
     from pipelines.corpus import Corpus

@@ -36,15 +36,17 @@ import logging
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from prefect import flow, get_run_logger
 
-import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.pipeline_config import load_pipeline_config, parse_overrides
 from flows.tracking import Tracker, TrackingConfig, artifact_key, resolve_tracking_uri
 from pipelines.config import ConfigError, merge
+
+if TYPE_CHECKING:
+    from flows.results import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +89,9 @@ def pick(ablation: dict[str, Any], only: list[str] | None) -> list[dict[str, Any
 
 def pipeline_for(task: str):
     """The pipeline config class and flow of ``task``."""
-    if task == "parsing":
-        from flows.parsing import ParsingPipelineConfig, parsing_pipeline
+    from flows.task_flows import TASK_FLOWS
 
-        return ParsingPipelineConfig, parsing_pipeline
-    from flows.translation import TranslationPipelineConfig, translation_pipeline
-
-    return TranslationPipelineConfig, translation_pipeline
+    return TASK_FLOWS[task].config_class, TASK_FLOWS[task].flow()
 
 
 def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Path, minutes: float | None,
@@ -111,28 +109,28 @@ def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Pa
     return merge(merge(fixed, ablation.get("overrides", {})), variant.get("overrides", {}))
 
 
-def record(variant: dict[str, Any], result: dict[str, Any], minutes: float | None,
+def record(variant: dict[str, Any], result: RunResult, minutes: float | None,
            seconds_per_step: float | None) -> dict[str, Any]:
     """One row of the table, from a pipeline run's result and its training metrics file."""
     metrics = [json.loads(line) for line in
-               (Path(result["run_path"]) / "train" / "metrics.jsonl").read_text().splitlines()]
+               (Path(result.run_path) / "train" / "metrics.jsonl").read_text().splitlines()]
     final = metrics[-1] if metrics else {}
-    scores = result["scores"]["metrics"]
+    scores = result.evaluation.metrics
     return {
         "name": variant["name"],
         "overrides": variant.get("overrides", {}),
-        "parameters": result.get("parameters"),
+        "parameters": result.training.parameters,
         "budget_minutes": minutes,
         "seconds_per_step": seconds_per_step,
-        "train_minutes": round(result["train_minutes"], 2),
-        "steps": result["final_step"],
+        "train_minutes": round(result.training.train_minutes, 2),
+        "steps": result.training.final_step,
         "tokens_per_second": round(statistics.median(m["tokens_per_second"] for m in metrics), 1) if metrics else None,
         "target_tokens": int(sum(m["tokens"] for m in metrics)),
         "val_loss": round(final.get("val_loss", float("nan")), 4),
         "val_perplexity": round(final.get("val_perplexity", float("nan")), 2),
         **{key: round(scores[key], 2) for key in SCORES if key in scores},
-        "primary": result["scores"].get("primary"),
-        "mlflow_run_id": result["run_id"],
+        "primary": result.evaluation.primary,
+        "mlflow_run_id": result.run_id,
     }
 
 

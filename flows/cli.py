@@ -15,19 +15,21 @@ error do not wait for them.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import re
 import sys
 import traceback
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.pipeline_config import load_pipeline_config, parse_overrides
 from flows.preflight import check_before_start
 from pipelines.config import ConfigError, merge
 from pipelines.textfiles import DataError
+
+if TYPE_CHECKING:
+    from flows.results import RunResult
+    from flows.task_flows import TaskFlow
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -37,8 +39,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, DataError, OfflineError
 
 
-def build_parser(prog: str, doc: str, default_config: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+def build_parser(prog: str, description: str, default_config: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", default=default_config, help="pipeline YAML file (default %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one setting (YAML value), e.g. --set data.path=treebank.zip; repeatable")
@@ -81,31 +83,29 @@ class _NoUserErrorTraceback(logging.Filter):
         return True
 
 
-def main(prog: str, flow_ref: str, config_class: type, default_config: str, doc: str,
-         check_data: Callable[[Any], None] | None = None, argv: list[str] | None = None) -> int:
-    """Checks the settings, runs the flow, prints what was written, the scores and three examples.
+def main(spec: TaskFlow, argv: list[str] | None = None) -> int:
+    """Checks the settings, runs the task's flow, prints what was written, the scores and three examples.
 
-    ``flow_ref`` (``module:function``) is imported once the settings pass, Prefect with it;
-    ``check_data(config.data)`` is the task's check of its data settings (:mod:`flows.preflight`).
+    The flow, and Prefect with it, is made once the settings pass; ``spec.check_data(config.data)``
+    is the task's check of its data settings (:mod:`flows.preflight`).
     """
-    parser = build_parser(prog, doc, default_config)
+    prog = spec.command
+    parser = build_parser(prog, spec.summary, spec.default_config)
     args = parser.parse_args(argv)
     # No logging set-up of our own: Prefect's, once it is imported, shows the project's loggers
     # (PREFECT_LOGGING_EXTRA_LOGGERS, flows/__init__.py) and keeps other libraries' INFO lines out.
     errors = user_errors()
     try:
         overrides = overrides_of(args)
-        config = load_pipeline_config(config_class, args.config, overrides, overrides_source="--set")
-        check_before_start(config, check_data)
+        config = load_pipeline_config(spec.config_class, args.config, overrides, overrides_source="--set")
+        check_before_start(config, spec.check_data)
     except errors as err:
         return _fail(prog, err, args.debug)
     if not args.debug:
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).addFilter(_NoUserErrorTraceback(errors))
-    module, _, function = flow_ref.partition(":")
-    flow_fn = getattr(importlib.import_module(module), function)
     try:
-        result = flow_fn(args.config, overrides or None)
+        result = spec.flow()(args.config, overrides or None)
     except errors as err:
         return _fail(prog, err, args.debug)
     _report(result)
@@ -119,13 +119,14 @@ def _fail(prog: str, err: BaseException, debug: bool) -> int:
     return 2
 
 
-def _report(result: dict[str, Any]) -> None:
-    """The job's result, for the terminal: what was written where, the scores, three examples."""
-    print(json.dumps(result, indent=2, default=str))
-    split = result["scores"]["scores"]["evaluation"]["split"]
-    if result["scores"].get("headline"):
-        print(f"\n{result['scores']['headline']}")
-    print(f"\nExamples ({split} split):")
-    for example in result["scores"]["examples"]:
+def _report(result: RunResult) -> None:
+    """The job's result, for the terminal: what was written where (its JSON form), the scores,
+    three examples."""
+    evaluation = result.evaluation
+    print(json.dumps(result.to_dict(), indent=2, default=str))
+    if evaluation.headline:
+        print(f"\n{evaluation.headline}")
+    print(f"\nExamples ({evaluation.split} split):")
+    for example in evaluation.examples:
         print(f"  source:    {example['source']}\n  reference: {example['reference']}\n"
               f"  output:    {example['translation']}\n")

@@ -6,13 +6,16 @@ plain function of ``pipelines``; the stages themselves skip work that is already
 corpus, an unchanged tokenizer) and training resumes from its newest checkpoint, so rerunning the
 same command after a crash continues where it stopped, and a task retry does the same. Everything
 is logged to one MLflow run: the whole configuration as parameters, per-step training metrics,
-validation metrics, the task's scores and the files behind every number as artifacts.
+validation metrics, the task's scores and the files behind every number as artifacts. Each stage
+hands the next its typed result (:mod:`pipelines.results`), which the run also records as it was
+returned (``stages/<stage>.json``, :meth:`flows.tracking.Tracker.log_stage`); the flow returns them
+together as a :class:`flows.results.RunResult`.
 
 Each MLflow run trains in a directory of its own, ``<run_dir>/runs/<mlflow run id>/``: a rerun
 after a crash resumes the unfinished MLflow run and with it that run's checkpoints, while a rerun
 after a finished run (the scheduled retraining) starts a new MLflow run that trains from scratch
 and leaves the earlier run's files where they are. ``<run_dir>/latest`` points at the newest
-finished run. ``flows/translation.py`` and ``flows/parsing.py`` are the two tasks' flows.
+finished run. :mod:`flows.task_flows` makes each task's flow of this pipeline.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from typing import Any
 
 from prefect import get_run_logger
 
-import flows  # noqa: F401  (telemetry off before prefect/mlflow are imported)
 from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are this module's API too)
     RUN_ID,
     PipelineConfig,
@@ -34,6 +36,7 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
     point_latest_at,
 )
 from flows.preflight import check_run_dir
+from flows.results import RunResult
 from flows.run_state import (
     REPLACES,
     STATE_FILE,
@@ -63,7 +66,7 @@ logger = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------- pipeline
 
 
-def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
+def run_pipeline(config: PipelineConfig) -> RunResult:
     """Runs every stage of ``config.task`` under one MLflow run; call it inside a Prefect flow."""
     run_dir = Path(config.run_dir)
     check_run_dir(run_dir)
@@ -72,7 +75,7 @@ def run_pipeline(config: PipelineConfig) -> dict[str, Any]:
         return _run_stages(config, run_dir)
 
 
-def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
+def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     pipeline_task = config.task
     run_logger = get_run_logger()  # decisions a user must see go to the flow run's log
     tracker = _start_tracking(config, run_dir, run_logger)
@@ -86,38 +89,35 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
     run_logger.info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     monitor = _system_metrics(tracker)
     try:
-        corpus_dir = _value(prepare_data_task(pipeline_task, config.data))
-        tracker.log_artifacts(Path(corpus_dir) / "manifest.json", "data")
-        tracker.log_corpus(corpus_dir, pipeline_task.identity(config.data))
-        tokenizer_paths = _value(tokenizer_task(corpus_dir, config.tokenizer, str(config.tokenizer_dir)))
-        for path in tokenizer_paths:
+        corpus = _value(prepare_data_task(pipeline_task, config.data))
+        tracker.log_stage("data", corpus)
+        tracker.log_artifacts(corpus.manifest, "data")
+        tracker.log_corpus(corpus.directory, pipeline_task.identity(config.data))
+        vocabulary = _value(tokenizer_task(corpus, config.tokenizer, str(config.tokenizer_dir)))
+        tracker.log_stage("vocabulary", vocabulary)
+        for path in vocabulary.distinct():
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
-        trained = train(corpus_dir, tokenizer_paths, config.input, train_config, tracker,
-                        config.tracking.log_every_steps)
+        training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
         # The final validation is the last point of the val_* curves, at the final step.
-        tracker.log_metrics({**{f"val_{k}": v for k, v in trained["validation"].items()},
-                             "train_minutes": trained["train_seconds"] / 60, "parameters": trained["parameters"]},
-                            step=trained["final_step"])
-        model_path = average_task(trained["checkpoint_dir"], config.averaging, str(paths.averaged))
-        scores = evaluate_task(pipeline_task, model_path, tokenizer_paths, corpus_dir, config.evaluation,
-                               config.train.preset, str(paths.evaluation))
-        tracker.log_metrics(scores["metrics"], step=trained["final_step"])
-        tracker.set_tags(_signatures(scores["scores"]))
+        tracker.log_stage("training", training, training.metrics(), step=training.final_step)
+        model = average_task(training, config.averaging, str(paths.averaged))
+        tracker.log_stage("averaging", model)
+        evaluation = evaluate_task(pipeline_task, model, vocabulary, corpus, config.evaluation, config.train.preset,
+                                   str(paths.evaluation))
+        tracker.log_stage("evaluation", evaluation, evaluation.metrics, step=training.final_step)
+        tracker.set_tags(evaluation.text_tags())
         tracker.log_artifacts(paths.evaluation, "evaluation")
-        tracker.log_artifacts(model_path, "keras_model")
-        result = {"run_id": tracker.run_id, "task": pipeline_task.name, "run_path": str(paths.work),
-                  "corpus_dir": corpus_dir, "tokenizer": tokenizer_paths, "model": model_path,
-                  "scores": scores, "start_step": trained["start_step"],
-                  "final_step": trained["final_step"], "train_minutes": trained["train_seconds"] / 60,
-                  "parameters": trained["parameters"]}
+        tracker.log_artifacts(model.path, "keras_model")
+        export = promotion = None
         if config.export:
-            result["export"] = export_task(pipeline_task, model_path, tokenizer_paths, config.train.preset,
-                                           config.evaluation, str(paths.export))
+            export = export_task(pipeline_task, model, vocabulary, config.train.preset, config.evaluation,
+                                 str(paths.export))
+            tracker.log_stage("export", export)
             if config.tracking.register:
-                model_name = config.registered_model
-                result["promotion"] = register_task(pipeline_task, tracker, model_name, result["export"],
-                                                    scores, corpus_dir, config.evaluation, str(paths.work))
+                promotion = register_task(pipeline_task, tracker, config.registered_model, export, evaluation,
+                                          corpus, config.evaluation, str(paths.work))
+                tracker.log_stage("promotion", promotion)
     except BaseException as err:
         tracker.finish("FAILED")
         _link_in_prefect(tracker, pipeline_task.identity(config.data), "FAILED", error=f"{type(err).__name__}: {err}")
@@ -129,9 +129,9 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> dict[str, Any]:
     point_latest_at(config.latest_link, paths.work)
     _retain(config, run_dir, tracker, run_logger)
     _link_in_prefect(tracker, pipeline_task.identity(config.data), "FINISHED",
-                     {**scores["metrics"], **{f"val_{k}": v for k, v in trained["validation"].items()}},
-                     scores["primary"])
-    return result
+                     {**evaluation.metrics, **training.metrics()}, evaluation.primary)
+    return RunResult(tracker.run_id, pipeline_task.name, str(paths.work), corpus, vocabulary, training, model,
+                     evaluation, export, promotion)
 
 
 def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracker:
@@ -253,13 +253,3 @@ def _prefect_links() -> dict[str, str]:
         tags["prefect.deployment_id"] = deployment.get_id()
     return {k: v for k, v in tags.items() if v}
 
-
-def _signatures(scores: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """sacrebleu signature strings (and other text) of the scores as MLflow tags."""
-    tags: dict[str, str] = {}
-    for key, value in scores.items():
-        if isinstance(value, dict):
-            tags.update(_signatures(value, f"{prefix}{key}."))
-        elif isinstance(value, str) and ("signature" in key or key == "label"):
-            tags[f"{prefix}{key}"] = value
-    return tags

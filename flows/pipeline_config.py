@@ -1,8 +1,8 @@
 """The settings of a whole pipeline run, the directories it writes and the state it leaves.
 
 One YAML file configures a run; each section is the typed config of one stage, and a task's
-config (``TranslationPipelineConfig``, ``ParsingPipelineConfig``) types the ``data`` and
-``evaluation`` sections with its own stage configs.
+config (:func:`flows.task_flows.pipeline_config_class`) types the ``data`` and ``evaluation``
+sections with its own stage configs.
 """
 
 from __future__ import annotations

@@ -22,9 +22,14 @@ import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlflow.exceptions import MlflowException
+
+from flows.results import Promotion
+
+if TYPE_CHECKING:
+    from pipelines.tasks.base import TaskEvaluation
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +48,9 @@ def pinned_requirements() -> list[str]:
     return pins
 
 
-def evaluation_key(record: dict[str, Any]) -> str:
+def evaluation_key(evaluation: TaskEvaluation) -> str:
     """A short name for "this split of this corpus, scored with these settings"."""
-    evaluation = record.get("evaluation", {})
-    settings = {k: evaluation.get(k) for k in ("split", "corpus_fingerprint", "num_sentences", "config")}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(evaluation.identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Path) -> Path:
@@ -94,7 +97,7 @@ def champion_of(client, name: str):
 
 
 def promote(client, name: str, version: str, primary: str, score: float, key: str,
-            evaluate_champion: Callable[[Any], float]) -> dict[str, Any]:
+            evaluate_champion: Callable[[Any], float]) -> Promotion:
     """Moves ``champion`` to ``version`` unless the champion scores better on evaluation ``key``.
 
     ``evaluate_champion(model_version)`` scores the champion on the challenger's evaluation when
@@ -102,8 +105,7 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
     model version.
     """
     champion = champion_of(client, name)
-    decision: dict[str, Any] = {"model": name, "challenger_version": version, "metric": primary,
-                                "challenger_score": score, "evaluation_key": key}
+    champion_version = champion_score = None
     if champion is None:
         promoted, reason = True, "no champion yet"
     else:
@@ -111,25 +113,27 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
         champion_score = float(recorded) if recorded is not None else evaluate_champion(champion)
         if recorded is None:  # remembered, so the next challenger on this evaluation need not redo it
             client.set_model_version_tag(name, champion.version, f"score.{key}", str(champion_score))
-        decision.update(champion_version=champion.version, champion_score=champion_score)
+        champion_version = champion.version
         promoted = score >= champion_score
         reason = (f"{primary} {score:.2f} {'>=' if promoted else '<'} champion v{champion.version}'s "
                   f"{champion_score:.2f} on the same evaluation")
-    decision.update(promoted=promoted, reason=reason)
+    decision = Promotion(model=name, challenger_version=version, metric=primary, challenger_score=score,
+                         evaluation_key=key, promoted=promoted, reason=reason,
+                         champion_version=champion_version, champion_score=champion_score)
     if promoted:
         client.set_registered_model_alias(name, CHAMPION, version)
-    client.set_model_version_tag(name, version, "promotion", json.dumps(decision))
+    client.set_model_version_tag(name, version, "promotion", json.dumps(decision.to_dict()))
     client.set_model_version_tag(name, version, "promoted", str(promoted).lower())
     logger.info("%s v%s: %s (%s)", name, version, "promoted to champion" if promoted else "not promoted", reason)
     return decision
 
 
-def decision_markdown(decision: dict[str, Any]) -> str:
+def decision_markdown(decision: Promotion) -> str:
     """The decision as a short markdown report (a Prefect artifact)."""
-    lines = [f"# {decision['model']}: version {decision['challenger_version']} "
-             f"{'promoted to champion' if decision['promoted'] else 'not promoted'}", "",
-             f"Reason: {decision['reason']}.", "", "| model | version | " + decision["metric"] + " |",
-             "|---|---|---|", f"| challenger | {decision['challenger_version']} | {decision['challenger_score']:.2f} |"]
-    if "champion_version" in decision:
-        lines.append(f"| champion | {decision['champion_version']} | {decision['champion_score']:.2f} |")
+    lines = [f"# {decision.model}: version {decision.challenger_version} "
+             f"{'promoted to champion' if decision.promoted else 'not promoted'}", "",
+             f"Reason: {decision.reason}.", "", f"| model | version | {decision.metric} |",
+             "|---|---|---|", f"| challenger | {decision.challenger_version} | {decision.challenger_score:.2f} |"]
+    if decision.champion_version is not None:
+        lines.append(f"| champion | {decision.champion_version} | {decision.champion_score:.2f} |")
     return "\n".join(lines) + "\n"

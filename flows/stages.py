@@ -3,7 +3,9 @@
 Each stage skips work that is already done (a verified corpus, an unchanged tokenizer) and
 training resumes from its newest checkpoint, so a retry or a rerun continues where the last
 attempt stopped. Retries are for errors that can pass (network, I/O); a configuration or data
-error fails at once. Every stage has a time limit sized to it.
+error fails at once. Every stage has a time limit sized to it. Each returns its stage's typed
+result (:mod:`pipelines.results`, the task's ``TaskEvaluation``, :class:`flows.results.Promotion`),
+which the next stage takes as it is.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 if TYPE_CHECKING:  # the stages import what they run when they run it (TensorFlow behind most)
+    from flows.results import Promotion
     from flows.tracking import Tracker
     from pipelines.averaging import AveragingConfig
     from pipelines.input_pipeline import InputConfig
-    from pipelines.tasks.base import Task
+    from pipelines.results import AveragedModel, Export, PreparedCorpus, TrainingSummary
+    from pipelines.tasks.base import Task, TaskEvaluation
     from pipelines.tokenization import TokenizerConfig
     from pipelines.training import TrainConfig
+    from pipelines.vocabulary import Vocabulary
 
 HOUR = 3600
 #: OSErrors that a retry cannot cure: the thing is missing, forbidden, or the machine is offline.
@@ -71,44 +76,41 @@ def _cached_if_unchanged(value: Any, before: dict[str, int], after: dict[str, in
 
 
 @task(name="prepare-data", retries=2, retry_delay_seconds=10, timeout_seconds=6 * HOUR, **RETRY)
-def prepare_data_task(pipeline_task: Task, config: Any) -> str:
-    manifest = Path(config.output_dir) / "manifest.json"
-    before = _mtimes([manifest])
-    path = pipeline_task.prepare_data(config)
-    get_run_logger().info("corpus ready at %s", path)
-    return _cached_if_unchanged(str(path), before, _mtimes([Path(path) / "manifest.json"]))
+def prepare_data_task(pipeline_task: Task, config: Any) -> PreparedCorpus:
+    from pipelines.results import PreparedCorpus
+
+    before = _mtimes([Path(config.output_dir) / "manifest.json"])
+    corpus = PreparedCorpus(str(pipeline_task.prepare_data(config)))
+    get_run_logger().info("corpus ready at %s", corpus.directory)
+    return _cached_if_unchanged(corpus, before, _mtimes([corpus.manifest]))
 
 
 @task(name="tokenizer", retries=1, timeout_seconds=2 * HOUR, **RETRY)
-def tokenizer_task(corpus_dir: str, config: TokenizerConfig, output_dir: str) -> list[str]:
+def tokenizer_task(corpus: PreparedCorpus, config: TokenizerConfig, output_dir: str) -> Vocabulary[str]:
     """The vocabulary files: one shared model, or the source's and the target's."""
     from pipelines.corpus import Corpus
     from pipelines.tokenization import train_tokenizer
 
     before = _mtimes(Path(output_dir).glob("*.model")) if Path(output_dir).is_dir() else {}
-    paths = [str(p) for p in train_tokenizer(Corpus.load(corpus_dir), config, output_dir).distinct()]
-    get_run_logger().info("tokenizer(s) at %s", paths)
-    return _cached_if_unchanged(paths, {k: v for k, v in before.items() if k in paths}, _mtimes(paths))
-
-
-def _tokenizers(tokenizer_paths: list[str]):
-    from pipelines.tokenization import load_tokenizers
-    from pipelines.vocabulary import Vocabulary
-
-    return load_tokenizers(Vocabulary.of(tokenizer_paths))
+    models = train_tokenizer(Corpus.load(corpus.directory), config, output_dir).map(str)
+    get_run_logger().info("tokenizer(s) at %s", list(models.distinct()))
+    paths = models.distinct()
+    return _cached_if_unchanged(models, {k: v for k, v in before.items() if k in paths}, _mtimes(paths))
 
 
 @task(name="train", retries=1, retry_delay_seconds=5, **RETRY)
 def train_task(
-    corpus_dir: str,
-    tokenizer_paths: list[str],
+    corpus: PreparedCorpus,
+    vocabulary: Vocabulary[str],
     input_config: InputConfig,
     config: TrainConfig,
     tracker: Tracker,
     log_every_steps: int,
-) -> dict[str, Any]:
+) -> TrainingSummary:
     """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
     from pipelines.corpus import Corpus
+    from pipelines.results import TrainingSummary
+    from pipelines.tokenization import load_tokenizers
     from pipelines.training.stage import train_on_corpus
 
     run_logger = get_run_logger()
@@ -123,7 +125,7 @@ def train_task(
         if validated:
             run_logger.info("step %d: %s", step, {k: v for k, v in metrics.items() if k.startswith("val_")})
 
-    result = train_on_corpus(Corpus.load(corpus_dir), _tokenizers(tokenizer_paths), input_config, config,
+    result = train_on_corpus(Corpus.load(corpus.directory), load_tokenizers(vocabulary), input_config, config,
                              on_step=on_step)
     # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
     # checkpoint in the trainer's metrics file but not in MLflow: log them now.
@@ -137,25 +139,18 @@ def train_task(
         "training reached step %d (started at %d) in %.0f s; validation %s",
         result.final_step, result.start_step, result.elapsed_seconds, result.validation,
     )
-    return {
-        "final_step": result.final_step,
-        "start_step": result.start_step,
-        "checkpoint_dir": str(result.checkpoint_dir),
-        "checkpoints": list(result.checkpoints),
-        "validation": result.validation or {},
-        "train_seconds": result.train_seconds,
-        "parameters": result.model.count_params(),
-    }
+    return TrainingSummary.of(result)
 
 
 @task(name="average-checkpoints", retries=1, timeout_seconds=HOUR, **RETRY)
-def average_task(checkpoint_dir: str, config: AveragingConfig, output_dir: str) -> str:
+def average_task(training: TrainingSummary, config: AveragingConfig, output_dir: str) -> AveragedModel:
     from pipelines.averaging import run_averaging
+    from pipelines.results import AveragedModel
 
-    config = dataclasses.replace(config, checkpoint_dir=checkpoint_dir, output_dir=output_dir)
+    config = dataclasses.replace(config, checkpoint_dir=training.checkpoint_dir, output_dir=output_dir)
     result = run_averaging(config)
     get_run_logger().info("averaged %d checkpoints into %s", len(result.sources), result.keras_model)
-    return str(result.keras_model)
+    return AveragedModel(str(result.keras_model), [str(source) for source in result.sources])
 
 
 def _decoding(preset: str):
@@ -165,60 +160,60 @@ def _decoding(preset: str):
 
 
 @task(name="evaluate", retries=1, timeout_seconds=6 * HOUR, **RETRY)
-def evaluate_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[str], corpus_dir: str,
-                  config: Any, preset: str, output_dir: str) -> dict[str, Any]:
+def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], corpus: PreparedCorpus,
+                  config: Any, preset: str, output_dir: str) -> TaskEvaluation:
     from keras_transformer.translator import Translator
 
-    translator = Translator.from_files(model_path, *tokenizer_paths, decoding=_decoding(preset))
-    result = pipeline_task.evaluate(translator, Path(corpus_dir), config, Path(output_dir))
+    translator = Translator.from_files(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
+    result = pipeline_task.evaluate(translator, Path(corpus.directory), config, Path(output_dir))
     run_logger = get_run_logger()
     run_logger.info("evaluation: %s", result.metrics)
     if result.headline:
         run_logger.info("%s", result.headline)
     for example in result.examples:
         run_logger.info("source: %s\n  reference: %s\n  output:    %s", *example.values())
-    return {"metrics": result.metrics, "primary": result.primary, "scores": result.record,
-            "examples": result.examples, "headline": result.headline}
+    return result
 
 
 @task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)
-def export_task(pipeline_task: Task, model_path: str, tokenizer_paths: list[str], preset: str, eval_config: Any,
-                output_dir: str) -> str:
+def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], preset: str,
+                eval_config: Any, output_dir: str) -> Export:
     """A SavedModel decoding raw strings as the evaluation did: the preset's beam, alpha and length
     offset unless the evaluation config overrides them, and the task's decoding constraint."""
     import keras
 
     from keras_transformer.export import export_translator
+    from pipelines.results import Export
+    from pipelines.tokenization import load_tokenizers
 
     decoding = _decoding(preset)
     settings = {"beam_size": decoding.beam_size, "alpha": decoding.length_penalty,
                 "max_length_offset": decoding.max_length_offset}
     settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
-    tokenizers = _tokenizers(tokenizer_paths)
-    model = keras.saving.load_model(model_path, compile=False)
-    constraint = pipeline_task.decoding_constraint(tokenizers.target, model.config.eos_id)
-    path = export_translator(model, tokenizers.source, output_dir, **settings,
+    tokenizers = load_tokenizers(vocabulary)
+    keras_model = keras.saving.load_model(model.path, compile=False)
+    constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id)
+    path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
     get_run_logger().info("exported to %s (%s)", path, settings)
-    return str(path)
+    return Export(str(path), settings)
 
 
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)
-def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export_dir: str,
-                  scores: dict[str, Any], corpus_dir: str, eval_config: Any, work: str) -> dict[str, Any]:
+def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export: Export,
+                  evaluation: TaskEvaluation, corpus: PreparedCorpus, eval_config: Any, work: str) -> Promotion:
     """Logs the export as an MLflow model, registers it and promotes it if it is not worse."""
     from prefect.artifacts import create_markdown_artifact
 
     from flows import registry
 
     work_dir = Path(work)
-    examples = [example["source"] for example in scores["examples"]] or ["A sentence ."]
-    tracker.log_artifacts(registry.save_pyfunc(pipeline_task.name, export_dir, examples, work_dir / "mlflow_model"),
-                          "model")
-    key = registry.evaluation_key(scores["scores"])
-    score = float(scores["metrics"][scores["primary"]])
+    examples = [example["source"] for example in evaluation.examples] or ["A sentence ."]
+    tracker.log_artifacts(registry.save_pyfunc(pipeline_task.name, export.directory, examples,
+                                               work_dir / "mlflow_model"), "model")
+    key = registry.evaluation_key(evaluation)
     version = registry.register(tracker.client, model_name, tracker.run_id, "model", {
-        "task": pipeline_task.name, "primary_metric": scores["primary"], f"score.{key}": str(score)})
+        "task": pipeline_task.name, "primary_metric": evaluation.primary, f"score.{key}": str(evaluation.score)})
 
     def evaluate_champion(champion) -> float:
         import mlflow.artifacts
@@ -232,19 +227,17 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
         # Its decoding settings are compiled into its export; the rest of the evaluation is this run's.
         settings = dataclasses.replace(eval_config, **{k: None for k in ("beam_size", "alpha", "max_length_offset")
                                                        if hasattr(eval_config, k)})
-        return pipeline_task.evaluate(load_exported(directory), Path(corpus_dir), settings,
+        return pipeline_task.evaluate(load_exported(directory), Path(corpus.directory), settings,
                                       work_dir / "champion-evaluation").score
 
-    decision = registry.promote(tracker.client, model_name, version.version, scores["primary"], score, key,
-                                evaluate_champion)
+    promotion = registry.promote(tracker.client, model_name, version.version, evaluation.primary, evaluation.score,
+                                 key, evaluate_champion)
     tracker.set_tags({"registered_model": model_name, "model_version": str(version.version),
-                      "promotion.promoted": str(decision["promoted"]).lower(),
-                      "promotion.reason": decision["reason"]})
-    create_markdown_artifact(markdown=registry.decision_markdown(decision),
+                      "promotion.promoted": str(promotion.promoted).lower(),
+                      "promotion.reason": promotion.reason})
+    create_markdown_artifact(markdown=registry.decision_markdown(promotion),
                              key=f"promotion-{model_name}".lower().replace("_", "-").replace(".", "-"),
                              description=f"champion decision for {model_name}")
     get_run_logger().info("%s v%s %s: %s", model_name, version.version,
-                          "promoted to champion" if decision["promoted"] else "not promoted", decision["reason"])
-    return decision
-
-
+                          "promoted to champion" if promotion.promoted else "not promoted", promotion.reason)
+    return promotion

@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 # MLflow caps a parameter value's length; longer values are cut rather than failing the run.
 _MAX_PARAM_LENGTH = 6000
+#: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
+STAGES = "stages"
 
 
 @dataclass
@@ -244,6 +246,23 @@ class Tracker:
                                ._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", split)])
                   for split in SPLITS]
         self.client.log_inputs(self.run_id, datasets=inputs)
+
+    def log_stage(self, name: str, result: Any, metrics: dict[str, Any] | None = None,
+                  step: int | None = None) -> None:
+        """Records stage ``name``'s result as the stage returned it (its ``to_dict()``, artifact
+        ``stages/<name>.json``), and ``metrics`` at ``step``: what a later reader of the run, or a
+        process that never held the value, reads back with :meth:`logged_stage`."""
+        self.client.log_dict(self.run_id, result.to_dict(), f"{STAGES}/{name}.json")
+        if metrics:
+            self.log_metrics(metrics, step=step)
+
+    def logged_stage(self, name: str) -> dict[str, Any]:
+        """The record :meth:`log_stage` logged for stage ``name`` (its type's ``from_dict`` reads it)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            path = self.client.download_artifacts(self.run_id, f"{STAGES}/{name}.json", directory)
+            return json.loads(Path(path).read_text(encoding="utf-8"))
 
     def set_tags(self, tags: dict[str, str]) -> None:
         for key, value in tags.items():

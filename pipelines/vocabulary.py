@@ -13,16 +13,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from pipelines.results import StageResult
+
 T = TypeVar("T")
 U = TypeVar("U")
 
 
 @dataclass(frozen=True)
-class Vocabulary(Generic[T]):
+class Vocabulary(StageResult, Generic[T]):
     """``Vocabulary(x)``: one vocabulary for both sides; ``Vocabulary(source, target)``: one each.
 
     ``source`` and ``target`` are what each side uses (the same object when shared); unpacking
     gives them in that order. ``distinct()`` lists each vocabulary once (the files to write or log).
+    ``Vocabulary[str]`` of model files is the vocabulary stage's result.
     """
 
     source: T

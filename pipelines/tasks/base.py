@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pipelines.results import StageResult
+
 
 @dataclass
-class TaskEvaluation:
-    """What a task's evaluation returns: flat numbers, the full record, examples to show, a headline.
+class TaskEvaluation(StageResult):
+    """The evaluation stage's result: flat numbers, the full record, examples to show, a headline.
 
     ``primary`` names the metric in ``metrics`` that decides which of two models is better
-    (higher wins: BLEU for translation, labelled F1 for parsing).
+    (higher wins: BLEU for translation, labelled F1 for parsing); ``record`` is the task's
+    ``scores.json``, whose ``evaluation`` section says what was scored and how.
     """
 
     metrics: dict[str, float]
@@ -31,9 +34,34 @@ class TaskEvaluation:
     #: The sentence a user reads first (scores beside the task's trivial baselines).
     headline: str = ""
 
+    def __post_init__(self) -> None:
+        if self.output_dir is not None:  # a path again when read back from its JSON form
+            self.output_dir = Path(self.output_dir)
+
     @property
     def score(self) -> float:
         return float(self.metrics[self.primary])
+
+    @property
+    def split(self) -> str:
+        return self.record["evaluation"]["split"]
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What makes two evaluations the same: the split, its corpus' fingerprint, how many
+        sentences and the evaluation settings (two models compare only on the same one)."""
+        evaluation = self.record.get("evaluation", {})
+        return {key: evaluation.get(key) for key in ("split", "corpus_fingerprint", "num_sentences", "config")}
+
+    def text_tags(self, record: dict[str, Any] | None = None, prefix: str = "") -> dict[str, str]:
+        """The record's text worth a tag (sacreBLEU signatures, labels), keyed by its path."""
+        tags: dict[str, str] = {}
+        for key, value in (self.record if record is None else record).items():
+            if isinstance(value, dict):
+                tags.update(self.text_tags(value, f"{prefix}{key}."))
+            elif isinstance(value, str) and ("signature" in key or key == "label"):
+                tags[f"{prefix}{key}"] = value
+        return tags
 
 
 class Task(abc.ABC):

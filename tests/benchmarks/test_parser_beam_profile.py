@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.keras_transformer.test_word_alignment import CLOSE, EOS, OPEN, SLOTS, SOURCE, model_with_alignment
+
 REPO = Path(__file__).resolve().parents[2]
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -15,8 +16,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_profile_parts_add_up_to_the_full_step(beam_size):
-    from keras_transformer.constraints import BracketConstraint
     from parser_beam_profile import profile_batch
+
+    from keras_transformer.constraints import BracketConstraint
 
     model = model_with_alignment()
     constraint = BracketConstraint(16, SLOTS, OPEN, CLOSE, EOS)

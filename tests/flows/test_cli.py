@@ -125,10 +125,12 @@ def test_only_tensorflows_start_up_lines_are_dropped(line, noise):
 TF_START_UP = re.compile(r"^([IWE]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING: All log messages before absl)", re.M)
 
 
-def result_of(done: subprocess.CompletedProcess) -> dict:
-    """The result the command prints (a JSON object, then the examples)."""
+def result_of(done: subprocess.CompletedProcess):
+    """The result the command prints (a JSON object, then the examples), read as the flow returned it."""
+    from flows.results import RunResult
+
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.JSONDecoder().raw_decode(done.stdout)[0]
+    return RunResult.from_dict(json.JSONDecoder().raw_decode(done.stdout)[0])
 
 
 @pytest.mark.slow
@@ -145,16 +147,16 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert "Traceback" not in first.stderr and "httpx" not in first.stderr
     assert "\r" not in first.stderr  # no progress bar redrawn into a log (stderr is not a terminal)
     assert "training reached step 10 (started at 0)" in first.stderr  # the log lines are there
-    assert (result["start_step"], result["final_step"]) == (0, 10)
+    assert (result.training.start_step, result.training.final_step) == (0, 10)
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     client = MlflowClient(state["tracking_uri"])
-    params = client.get_run(result["run_id"]).data.params
+    params = client.get_run(result.run_id).data.params
     assert (params["train.train_steps"], params["train.checkpoint_every_steps"]) == ("10", "2")
     assert params["evaluation.max_sentences"] == "4" and params["export"] == "False"
 
     # --new-run: a new MLflow run though nothing changed; --run-id: that run named and continued.
     again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path))
-    assert again["run_id"] != result["run_id"] and again["start_step"] == 0
-    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result["run_id"], cwd=tmp_path))
-    assert named["run_id"] == result["run_id"] and (named["start_step"], named["final_step"]) == (10, 12)
-    assert client.get_run(again["run_id"]).info.status == "FINISHED"
+    assert again.run_id != result.run_id and again.training.start_step == 0
+    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, cwd=tmp_path))
+    assert named.run_id == result.run_id and (named.training.start_step, named.training.final_step) == (10, 12)
+    assert client.get_run(again.run_id).info.status == "FINISHED"

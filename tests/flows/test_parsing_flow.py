@@ -40,9 +40,9 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
     from mlflow.tracking import MlflowClient
 
     tmp_path, result = parsed
-    work = Path(result["run_path"])
-    assert result["task"] == "parsing" and result["final_step"] == 9
-    assert [Path(p).name for p in result["tokenizer"]] == ["spm_en.model", "spm_tree.model"]
+    work = Path(result.run_path)
+    assert result.task == "parsing" and result.training.final_step == 9
+    assert [Path(p).name for p in result.vocabulary.distinct()] == ["spm_en.model", "spm_tree.model"]
     scores = json.loads((work / "evaluation" / "scores.json").read_text())
     assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
     assert scores["valid_before_repair"] + scores["repaired"] == SCORED and scores["all"]["sentences"] == SCORED
@@ -52,19 +52,19 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
 
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     client = MlflowClient(state["tracking_uri"])
-    run = client.get_run(result["run_id"])
+    run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["task"] == "parsing"
     for key in ("f1", "complete_match", "tagging_accuracy", "baseline_right_branching_f1", "val_loss"):
         assert key in run.data.metrics, key
-    artifacts = {a.path for a in client.list_artifacts(result["run_id"], "evaluation")}
+    artifacts = {a.path for a in client.list_artifacts(result.run_id, "evaluation")}
     assert {"evaluation/predicted.trees", "evaluation/per_sentence.jsonl", "evaluation/scores.json"} <= artifacts
     assert run.data.params["data.max_train_trees"] == "200"
 
 
 def test_the_export_decodes_as_the_evaluation_did(parsed):
     _, result = parsed
-    metadata = json.loads((Path(result["export"]) / "assets.extra" / "translator.json").read_text())
-    scores = json.loads((Path(result["run_path"]) / "evaluation" / "scores.json").read_text())
+    metadata = json.loads((Path(result.export.directory) / "assets.extra" / "translator.json").read_text())
+    scores = json.loads((Path(result.run_path) / "evaluation" / "scores.json").read_text())
     # Section 6.3's beam 21 and alpha 0.3 (the parser preset's), the evaluation's length cap, the
     # tree constraint: the export is the decoder that was scored.
     assert {k: metadata[k] for k in ("beam_size", "alpha", "max_length_offset")} == \
@@ -85,7 +85,7 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     from .conftest import served_predictions
 
     run_tmp, result = parsed
-    evaluation = Path(result["run_path"]) / "evaluation"
+    evaluation = Path(result.run_path) / "evaluation"
     sentences = evaluation.joinpath("sources.txt").read_text("utf-8").splitlines()
     scored = evaluation.joinpath("predicted.trees").read_text("utf-8").splitlines()
     assert len(sentences) == len(scored) == SCORED
@@ -96,13 +96,13 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     assert len(kept) >= 20
     sentences, scored = [sentences[i] for i in kept], [scored[i] for i in kept]
 
-    export = load_exported(result["export"]).translate(sentences, n_best=True)
+    export = load_exported(result.export.directory).translate(sentences, n_best=True)
     assert [best_tree(hypotheses, s.split())[0].to_string() for hypotheses, s in zip(export, sentences)] == scored
 
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model_uri = f"models:/{result['promotion']['model']}@champion"
+    model_uri = f"models:/{result.promotion.model}@champion"
     pyfunc = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sentences}))
     assert pyfunc["tree"].tolist() == scored
 
@@ -116,10 +116,10 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(parsed, sou
 
     _, result = parsed
     if source == "export":
-        model = ["--model", result["export"]]
+        model = ["--model", result.export.directory]
     else:
-        model = ["--model", result["model"], "--tokenizer", result["tokenizer"][0],
-                 "--target-tokenizer", result["tokenizer"][1], "--max-length-offset", "8", "--beam-size", "2"]
+        model = ["--model", result.model.path, "--tokenizer", result.vocabulary.distinct()[0],
+                 "--target-tokenizer", result.vocabulary.distinct()[1], "--max-length-offset", "8", "--beam-size", "2"]
     completed = subprocess.run(
         [sys.executable, "-m", "pipelines.tasks.parsing.parse_cli", *model],
         input="Ms. Haag plays Elianti.\n\nIt isn't (really) cheap, he said.\n",
@@ -137,7 +137,7 @@ def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(
     _, result = parsed
     output = tmp_path / "windows.json"
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result["run_path"],
+        [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result.run_path,
          "--windows", "1,2,9", "--max-sentences", "4", "--max-length-offset", "8", "--output", str(output)],
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert completed.returncode == 0, completed.stderr[-3000:]

@@ -60,13 +60,13 @@ def test_a_tracking_server_gets_the_run_its_artifacts_and_the_model(mlflow_serve
     result = translation_pipeline(str(config))
 
     client = MlflowClient(uri, registry_uri=uri)
-    run = client.get_run(result["run_id"])
+    run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
     assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # the server's, not this machine's
     assert list(artifacts.rglob("MLmodel")) and list(artifacts.rglob("scores.json"))
     assert not (tmp_path / "run" / "mlartifacts").exists() and not (tmp_path / "run" / "mlflow.db").exists()
     champion = client.get_model_version_by_alias("flow-test", "champion")
-    assert champion.run_id == result["run_id"]
+    assert champion.run_id == result.run_id
 
 
 def test_an_unreachable_tracking_server_fails_before_any_work(tmp_path):
@@ -112,7 +112,8 @@ def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_pa
     run a killed process left "Running" is labelled by what really happened to its work."""
     from mlflow.tracking import MlflowClient
 
-    from flows.translation import load_translation_config, translation_pipeline
+    from flows.task_flows import TRANSLATION
+    from flows.translation import translation_pipeline
 
     path = write_config(tmp_path, train_steps=4, checkpoint_every_steps=1)
     run_dir = tmp_path / "run"
@@ -125,51 +126,51 @@ def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_pa
     stale = client.create_run(experiment).info.run_id
     killed = left_running(run_dir, stale, uri, "an-older-model")
     first = translation_pipeline(str(path), {"export": False})
-    assert first["run_id"] != stale and first["start_step"] == 0
+    assert first.run_id != stale and first.training.start_step == 0
     replaced = client.get_run(stale)
     assert replaced.info.status == "KILLED"
-    assert replaced.data.tags[REPLACED_BY] == first["run_id"]
+    assert replaced.data.tags[REPLACED_BY] == first.run_id
     assert "the settings changed (fingerprint an-older-model" in replaced.data.tags[REPLACED_BECAUSE]
-    assert client.get_run(first["run_id"]).data.tags[REPLACES] == stale
+    assert client.get_run(first.run_id).data.tags[REPLACES] == stale
     assert flow_run_state(killed).name == REPLACED  # its work was not resumed: not "Crashed, resumed"
     logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
     assert f"a new MLflow run replaces unfinished run {stale}: the settings changed" in logs
     assert f"marked '{REPLACED}'" in logs
-    assert f"MLflow run {stale} ended (killed), replaced by {first['run_id']}" in logs
+    assert f"MLflow run {stale} ended (killed), replaced by {first.run_id}" in logs
 
     # 2. The last run finished; other settings: a new run, and no word of changed settings.
     second = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5}})
-    assert second["run_id"] != first["run_id"]
-    finished = client.get_run(first["run_id"])
+    assert second.run_id != first.run_id
+    finished = client.get_run(first.run_id)
     assert finished.info.status == "FINISHED" and REPLACED_BY not in finished.data.tags
     logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
-    assert f"a new MLflow run: the last one, {first['run_id']}, is finished" in logs
+    assert f"a new MLflow run: the last one, {first.run_id}, is finished" in logs
     assert "settings changed" not in logs
 
     # 3. --new-run over an unfinished run with the same settings (one failed in a stage): replaced.
-    client.update_run(second["run_id"], status="FAILED")
+    client.update_run(second.run_id, status="FAILED")
     third = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5},
                                              "resume": "never"})
-    failed = client.get_run(second["run_id"])
-    assert third["run_id"] != second["run_id"] and failed.info.status == "FAILED"  # already final
-    assert failed.data.tags[REPLACED_BY] == third["run_id"] and "resume: never" in failed.data.tags[REPLACED_BECAUSE]
+    failed = client.get_run(second.run_id)
+    assert third.run_id != second.run_id and failed.info.status == "FAILED"  # already final
+    assert failed.data.tags[REPLACED_BY] == third.run_id and "resume: never" in failed.data.tags[REPLACED_BECAUSE]
 
     # 4. Same settings, unfinished, left by a killed flow run: resumed, and labelled so.
-    client.update_run(third["run_id"], status="RUNNING")
-    killed = left_running(run_dir, third["run_id"], uri, settings_fingerprint(
-        load_translation_config(path, {"train": {"learning_rate_scale": 0.5}})))
+    client.update_run(third.run_id, status="RUNNING")
+    killed = left_running(run_dir, third.run_id, uri, settings_fingerprint(
+        TRANSLATION.load_config(path, {"train": {"learning_rate_scale": 0.5}})))
     fourth = translation_pipeline(str(path), {"export": False, "train": {"learning_rate_scale": 0.5},
                                               "retention": {"keep_runs": 1}})
-    assert fourth["run_id"] == third["run_id"] and client.get_run(third["run_id"]).info.status == "FINISHED"
+    assert fourth.run_id == third.run_id and client.get_run(third.run_id).info.status == "FINISHED"
     # Retention after these runs: the failed run that was replaced is gone (since the run that
     # replaced it finished), the older finished ones keep only their evaluation, this one all.
     runs = run_dir / "runs"
-    assert not (runs / second["run_id"]).exists()
-    assert sorted(p.name for p in (runs / first["run_id"]).iterdir()) == ["evaluation"]
-    assert {"train", "averaged", "evaluation"} <= {p.name for p in (runs / third["run_id"]).iterdir()}
+    assert not (runs / second.run_id).exists()
+    assert sorted(p.name for p in (runs / first.run_id).iterdir()) == ["evaluation"]
+    assert {"train", "averaged", "evaluation"} <= {p.name for p in (runs / third.run_id).iterdir()}
     assert flow_run_state(killed).name == RESUMED
     logs = flow_run_logs(json.loads((run_dir / STATE_FILE).read_text())["flow_run_id"])
-    assert f"resuming MLflow run {third['run_id']}: unfinished (running), same settings" in logs
+    assert f"resuming MLflow run {third.run_id}: unfinished (running), same settings" in logs
     assert f"marked '{RESUMED}'" in logs
 
     with pytest.raises(ConfigError, match=r"run_id='no-such-run': no such MLflow run"):
@@ -177,16 +178,16 @@ def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_pa
 
 
 def test_the_fingerprint_follows_what_makes_the_model(tmp_path):
-    from flows.translation import load_translation_config
+    from flows.task_flows import TRANSLATION
 
     path = write_config(tmp_path)
-    base = settings_fingerprint(load_translation_config(path))
+    base = settings_fingerprint(TRANSLATION.load_config(path))
     same = {"evaluation": {"max_sentences": 3}, "train": {"progress_bar": True, "log_every": 7},
             "tracking": {"experiment": "other"}, "averaging": {"last_n": 2}}
-    assert settings_fingerprint(load_translation_config(path, same)) == base
+    assert settings_fingerprint(TRANSLATION.load_config(path, same)) == base
     for changed in ({"train": {"model": {"d_model": 64}}}, {"tokenizer": {"vocab_size": 900}},
                     {"data": {"language_pair": "de-en"}}, {"input": {"tokens_per_batch": 2048}}):
-        assert settings_fingerprint(load_translation_config(path, changed)) != base, changed
+        assert settings_fingerprint(TRANSLATION.load_config(path, changed)) != base, changed
 
 
 def test_which_mlflow_run_a_flow_run_works_for():
@@ -290,11 +291,11 @@ def test_only_errors_that_can_pass_are_retried():
 
 def test_the_train_stage_gets_a_time_limit_from_its_budget(tmp_path):
     from flows.stages import train_timeout
-    from flows.translation import load_translation_config
+    from flows.task_flows import TRANSLATION
 
-    config = load_translation_config(write_config(tmp_path, train_minutes=60))
+    config = TRANSLATION.load_config(write_config(tmp_path, train_minutes=60))
     assert train_timeout(config.train) == 60 * 60 * 1.5 + 1800
-    assert train_timeout(load_translation_config(write_config(tmp_path, train_minutes=0)).train) is None
+    assert train_timeout(TRANSLATION.load_config(write_config(tmp_path, train_minutes=0)).train) is None
     # A budget counted in steps bounds the steps, not how long a busy machine takes for them.
-    counted = load_translation_config(write_config(tmp_path, train_minutes=60), {"train": {"seconds_per_step": 0.7}})
+    counted = TRANSLATION.load_config(write_config(tmp_path, train_minutes=60), {"train": {"seconds_per_step": 0.7}})
     assert train_timeout(counted.train) is None

@@ -16,7 +16,6 @@ from pipelines.config import ConfigError
 from tests.flows.conftest import DEMO, REPO, free_port, wait_until_it_answers, write_config
 from tests.flows.prefect_api import flow_run_logs
 
-
 SCORED = 24
 
 
@@ -44,17 +43,17 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
 
     tmp_path, _, result = finished_run
     run_dir = tmp_path / "run"
-    work = run_dir / "runs" / result["run_id"]
-    assert result["run_path"] == str(work)
-    assert result["start_step"] == 0 and result["final_step"] == 12
+    work = run_dir / "runs" / result.run_id
+    assert result.run_path == str(work)
+    assert result.training.start_step == 0 and result.training.final_step == 12
     assert (work / "train" / "ckpt-12.index").exists()
-    assert result["model"] == str(work / "averaged" / "model.keras") and Path(result["model"]).exists()
-    assert (Path(result["export"]) / "saved_model.pb").exists()
+    assert result.model.path == str(work / "averaged" / "model.keras") and Path(result.model.path).exists()
+    assert (Path(result.export.directory) / "saved_model.pb").exists()
     scores = json.loads((work / "evaluation" / "scores.json").read_text())
     assert scores["bleu"]["signature"].startswith("nrefs:1")
 
     state = json.loads((run_dir / "mlflow_run.json").read_text())
-    assert state["run_id"] == result["run_id"]
+    assert state["run_id"] == result.run_id
     client = MlflowClient(state["tracking_uri"])
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED"
@@ -74,6 +73,23 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     datasets = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}
     assert set(datasets) == {"train", "validation", "test"}
     assert datasets["test"].name == "translation-ddtp-en-de-test"
+
+
+def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_run):
+    from flows.tracking import Tracker
+
+    tmp_path, _, result = finished_run
+    uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    tracker = Tracker(uri, result.run_id)
+    stages = {"data": result.corpus, "vocabulary": result.vocabulary, "training": result.training,
+              "averaging": result.model, "evaluation": result.evaluation, "export": result.export,
+              "promotion": result.promotion}
+    for name, returned in stages.items():
+        assert type(returned).from_dict(tracker.logged_stage(name)) == returned, name
+    metrics = tracker.client.get_run(result.run_id).data.metrics
+    assert {k: metrics[k] for k in result.evaluation.metrics} == result.evaluation.metrics
+    assert {k: metrics[k] for k in result.training.metrics()} == pytest.approx(result.training.metrics())
+    assert result.evaluation.primary == "bleu" and result.evaluation.split == "test"
 
 
 def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-translation-ddtp-en-de"):
@@ -99,16 +115,16 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
 
     tmp_path, _, result = finished_run
     uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    run = MlflowClient(uri).get_run(result["run_id"])
+    run = MlflowClient(uri).get_run(result.run_id)
     markdown = mlflow_run_artifact(run.data.tags["prefect.flow_run_id"])
     assert "## MLflow run finished" in markdown
-    assert f"- run: `{result['run_id']}`" in markdown
+    assert f"- run: `{result.run_id}`" in markdown
     assert f"- experiment: `flow-test` (id {run.info.experiment_id})" in markdown
     assert f"- tracking URI: `{uri}`" in markdown
     # A SQLite store has no UI to link to: the command that opens one on it instead.
     assert f"`mlflow ui --backend-store-uri {uri}`" in markdown and "](http" not in markdown
     rows = score_rows(markdown)
-    metrics = result["scores"]["metrics"]
+    metrics = result.evaluation.metrics
     assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
     assert f"| chrf | {metrics['chrf']:.6g} |" in rows
     assert any(row.startswith("| val_perplexity | ") for row in rows)
@@ -150,10 +166,10 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
     tmp_path, _, result = finished_run
     uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     client = MlflowClient(uri, registry_uri=uri)
-    assert result["promotion"]["model"] == "flow-test"  # the tiny config's purpose: its experiment
+    assert result.promotion.model == "flow-test"  # the tiny config's purpose: its experiment
     champion = client.get_model_version_by_alias("flow-test", "champion")
-    assert champion.run_id == result["run_id"] or result["promotion"]["promoted"] is False
-    assert result["promotion"]["reason"] == "no champion yet" and result["promotion"]["promoted"]
+    assert champion.run_id == result.run_id or result.promotion.promoted is False
+    assert result.promotion.reason == "no champion yet" and result.promotion.promoted
     # Through the environment, as a user would (mlflow.set_tracking_uri would leak into later tests).
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
@@ -177,19 +193,19 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     from .conftest import served_predictions
 
     run_tmp, _, result = finished_run
-    evaluation = Path(result["run_path"]) / "evaluation"
+    evaluation = Path(result.run_path) / "evaluation"
     sources = evaluation.joinpath("sources.txt").read_text("utf-8").splitlines()
     scored = evaluation.joinpath("hypotheses.txt").read_text("utf-8").splitlines()
     assert len(sources) == len(scored) == SCORED
     # A model that says one thing whatever it reads would pass the comparison below trivially.
     assert len(set(scored)) > 1, scored
 
-    assert load_exported(result["export"]).translate(sources) == scored
+    assert load_exported(result.export.directory).translate(sources) == scored
 
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model_uri = f"models:/{result['promotion']['model']}@champion"
+    model_uri = f"models:/{result.promotion.model}@champion"
     assert mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sources}))["translation"].tolist() \
         == scored
     served = served_predictions(model_uri, uri, "source", sources, tmp_path / "serve.log")
@@ -209,18 +225,17 @@ def test_two_purposes_promote_into_two_registered_models(finished_run, tmp_path)
     before = client.get_model_version_by_alias("flow-test", "champion")
     other = translation_pipeline(str(config), {"run_dir": str(tmp_path / "retrain"), "tracking": {
         "tracking_uri": uri, "registered_model": "flow-test-retrain"}})
-    decision = other["promotion"]
-    assert (decision["model"], decision["promoted"]) == ("flow-test-retrain", True)
-    assert decision["reason"] == "no champion yet"
-    assert client.get_model_version_by_alias("flow-test-retrain", "champion").run_id == other["run_id"]
+    decision = other.promotion
+    assert (decision.model, decision.promoted) == ("flow-test-retrain", True)
+    assert decision.reason == "no champion yet"
+    assert client.get_model_version_by_alias("flow-test-retrain", "champion").run_id == other.run_id
     after = client.get_model_version_by_alias("flow-test", "champion")
     assert (after.version, after.run_id) == (before.version, before.run_id)
-    assert [v.run_id for v in client.search_model_versions("name='flow-test-retrain'")] == [other["run_id"]]
+    assert [v.run_id for v in client.search_model_versions("name='flow-test-retrain'")] == [other.run_id]
 
 
 def test_every_config_and_deployment_purpose_has_a_registered_model_of_its_own():
-    from flows.parsing import load_parsing_config
-    from flows.translation import load_translation_config
+    from flows.task_flows import PARSING, TRANSLATION
 
     purposes = {(str(path.relative_to(REPO)), "{}") for path in (REPO / "configs").rglob("*.yaml")}
     for deployment in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]:
@@ -228,7 +243,7 @@ def test_every_config_and_deployment_purpose_has_a_registered_model_of_its_own()
         purposes.add((deployment["parameters"]["config_path"], json.dumps(overrides, sort_keys=True)))
     names = {}
     for path, overrides in sorted(purposes):
-        load = load_parsing_config if path.startswith("configs/parsing") else load_translation_config
+        load = (PARSING if path.startswith("configs/parsing") else TRANSLATION).load_config
         names[path, overrides] = load(REPO / path, json.loads(overrides)).registered_model
     assert len(set(names.values())) == len(names), names
     assert names["configs/translation/demo.yaml", "{}"] != names["configs/translation/cpu-small.yaml", "{}"]
@@ -275,17 +290,17 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
 
     first_dir, config, first = finished_run
     monkeypatch.chdir(first_dir)
-    first_checkpoints = sorted(p.name for p in (Path(first["run_path"]) / "train").iterdir())
+    first_checkpoints = sorted(p.name for p in (Path(first.run_path) / "train").iterdir())
     second = translation_pipeline(str(config))
 
-    assert second["run_id"] != first["run_id"]
-    assert second["start_step"] == 0 and second["final_step"] == 12  # trained afresh
-    assert sorted(p.name for p in (Path(first["run_path"]) / "train").iterdir()) == \
+    assert second.run_id != first.run_id
+    assert second.training.start_step == 0 and second.training.final_step == 12  # trained afresh
+    assert sorted(p.name for p in (Path(first.run_path) / "train").iterdir()) == \
         first_checkpoints  # the first run's files are untouched
-    assert (first_dir / "run" / "latest").resolve() == Path(second["run_path"]).resolve()
+    assert (first_dir / "run" / "latest").resolve() == Path(second.run_path).resolve()
     uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     client = MlflowClient(uri, registry_uri=uri)
-    for run_id in (first["run_id"], second["run_id"]):
+    for run_id in (first.run_id, second.run_id):
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
 
@@ -293,25 +308,25 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    flow_run_id = client.get_run(second["run_id"]).data.tags["prefect.flow_run_id"]
+    flow_run_id = client.get_run(second.run_id).data.tags["prefect.flow_run_id"]
     with get_client(sync_client=True) as prefect:
         task_runs = prefect.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
     states = {run.name.rsplit("-", 1)[0]: run.state.name for run in task_runs}
     assert states["prepare-data"] == states["tokenizer"] == "Cached" and states["train"] == "Completed"
 
     # The retrained model is a challenger: champion only if its BLEU is not worse on the same test.
-    decision = second["promotion"]
-    first_bleu, second_bleu = first["scores"]["metrics"]["bleu"], second["scores"]["metrics"]["bleu"]
-    assert decision["champion_score"] == pytest.approx(first_bleu)  # the first run's recorded score
-    assert decision["promoted"] == (second_bleu >= first_bleu)
+    decision = second.promotion
+    first_bleu, second_bleu = first.evaluation.metrics["bleu"], second.evaluation.metrics["bleu"]
+    assert decision.champion_score == pytest.approx(first_bleu)  # the first run's recorded score
+    assert decision.promoted == (second_bleu >= first_bleu)
     champion = client.get_model_version_by_alias("flow-test", "champion")
-    assert champion.version == (decision["challenger_version"] if decision["promoted"] else "1")
-    version = client.get_model_version("flow-test", decision["challenger_version"])
-    assert json.loads(version.tags["promotion"])["promoted"] == decision["promoted"]
-    assert client.get_run(second["run_id"]).data.tags["promotion.promoted"] == str(decision["promoted"]).lower()
+    assert champion.version == (decision.challenger_version if decision.promoted else "1")
+    version = client.get_model_version("flow-test", decision.challenger_version)
+    assert json.loads(version.tags["promotion"])["promoted"] == decision.promoted
+    assert client.get_run(second.run_id).data.tags["promotion.promoted"] == str(decision.promoted).lower()
     # The decision is in the flow run's log, as Prefect's UI shows it.
-    verdict = "promoted to champion" if decision["promoted"] else "not promoted"
-    assert f"flow-test v{decision['challenger_version']} {verdict}: {decision['reason']}" in flow_run_logs(flow_run_id)
+    verdict = "promoted to champion" if decision.promoted else "not promoted"
+    assert f"flow-test v{decision.challenger_version} {verdict}: {decision.reason}" in flow_run_logs(flow_run_id)
 
 
 def latest_step(train_dir: Path) -> int:
@@ -364,8 +379,8 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     config.write_text(yaml.safe_dump(changed))
     monkeypatch.chdir(tmp_path)
     result = translation_pipeline(str(config))
-    assert result["run_id"] == state["run_id"]  # the same MLflow run, continued
-    assert result["start_step"] == resumable and result["final_step"] == 40
+    assert result.run_id == state["run_id"]  # the same MLflow run, continued
+    assert result.training.start_step == resumable and result.training.final_step == 40
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
     assert json.loads(run.data.tags["changed_on_resume"]) == {"evaluation.max_sentences": ["12", "10"]}
@@ -375,35 +390,35 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
 
 
 def test_too_few_checkpoints_for_averaging_fails_before_any_work(tmp_path):
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
     path = write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=0)
     with pytest.raises(ConfigError, match=r"train_steps=10 .*checkpoint_every_steps=10 saves 1 .*needs the last 3"):
-        load_pipeline_config(path)
+        TRANSLATION.load_config(path)
     assert not (tmp_path / "run").exists()
 
 
 def test_a_time_budget_needs_no_checkpoint_count_check(tmp_path):
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
     # Under a budget the trainer saves the averaging checkpoints in the run's final stretch.
     path = write_config(tmp_path, train_steps=10, checkpoint_every_steps=10, train_minutes=1)
-    assert load_pipeline_config(path).train.resolved().train_minutes == 1
+    assert TRANSLATION.load_config(path).train.resolved().train_minutes == 1
 
 
 def test_an_explicit_checkpoint_dir_is_kept_even_if_it_is_the_stage_default(tmp_path):
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
-    config = load_pipeline_config(DEMO, {"train": {"checkpoint_dir": "runs/train"}})
+    config = TRANSLATION.load_config(DEMO, {"train": {"checkpoint_dir": "runs/train"}})
     assert config.train.checkpoint_dir == "runs/train"
     assert config.run_paths("abc").train == Path("runs/train")
 
 
 def test_run_dir_override_moves_every_path(tmp_path):
     from flows.pipeline import RUN_ID
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
-    config = load_pipeline_config(DEMO, {"run_dir": str(tmp_path / "elsewhere")})
+    config = TRANSLATION.load_config(DEMO, {"run_dir": str(tmp_path / "elsewhere")})
     moved = tmp_path / "elsewhere"
     assert Path(config.data.output_dir).parent == moved / "data"
     assert Path(config.input.cache_dir) == moved / "cache"
@@ -412,14 +427,14 @@ def test_run_dir_override_moves_every_path(tmp_path):
 
 
 def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
     path = write_config(tmp_path)
     config = yaml.safe_load(path.read_text())
     config["evaluation"]["split"] = "tset"
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match=r"pipeline.yaml:\d+: evaluation: .*split must be one of .*'tset'"):
-        load_pipeline_config(path)
+        TRANSLATION.load_config(path)
 
 
 def test_a_damaged_state_file_or_unusable_run_dir_fails_with_its_name(tmp_path):
@@ -438,16 +453,16 @@ def test_a_damaged_state_file_or_unusable_run_dir_fails_with_its_name(tmp_path):
 
 
 def test_unknown_setting_names_the_file_and_key(tmp_path):
-    from flows.translation import load_translation_config as load_pipeline_config
+    from flows.task_flows import TRANSLATION
 
     path = tmp_path / "bad.yaml"
     path.write_text("run_dir: x\ntrain:\n  preset: demo\n  warmup_step: 10\n")
     with pytest.raises(ConfigError, match=r"^\S*bad.yaml:4: train.warmup_step: unknown setting of TrainConfig; "
                                           r"did you mean train.warmup_steps\?$"):
-        load_pipeline_config(path)
+        TRANSLATION.load_config(path)
     # A setting given on the command line is named as such, with the closest known key.
     from flows.pipeline_config import load_pipeline_config as load
-    from flows.translation import TranslationPipelineConfig
+    from flows.task_flows import TranslationPipelineConfig
 
     with pytest.raises(ConfigError, match=r"^--set train.warmup_stepz: unknown setting of TrainConfig; "
                                           r"did you mean train.warmup_steps\?$"):
@@ -460,6 +475,8 @@ def test_unknown_setting_names_the_file_and_key(tmp_path):
 def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
     from prefect.flows import load_flow_from_entrypoint
 
+    from flows.task_flows import TASK_FLOWS
+
     spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     names = {d["name"]: d for d in spec["deployments"]}
     assert any(d.get("schedules") for d in names.values()), "a scheduled retraining deployment"
@@ -469,11 +486,7 @@ def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
         config = REPO / deployment["parameters"]["config_path"]
         assert config.exists(), config
         overrides = deployment["parameters"].get("overrides")
-        if flow.name == "transformer-translation":
-            from flows.translation import load_translation_config as load
-        else:
-            from flows.parsing import load_parsing_config as load
-        load(config, overrides)
+        TASK_FLOWS[flow.name.removeprefix("transformer-")].load_config(config, overrides)
     # Both shipped language pairs and the parsing task are deployed, each in a run_dir of its own.
     problems = {(d["parameters"].get("overrides") or {}).get("data", {}).get("language_pair", "en-de")
                 for d in names.values() if "translation" in d["entrypoint"]}

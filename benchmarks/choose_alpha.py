@@ -1,0 +1,109 @@
+"""Choose the length-penalty alpha of beam search on the validation split, by BLEU.
+
+Section 6.1 of the paper chose beam 4 and alpha 0.6 "after experimentation on the development
+set"; the penalty is GNMT's ((5 + |Y|) / 6) ** alpha (Wu et al., 2016). A CPU model trained for an
+hour is not the paper's: its output was short (brevity penalty 0.83 on the test split, issue 20),
+so alpha is measured again here, on validation, never on a test split. Each alpha decodes the same
+sentences with the evaluation stage itself (sacreBLEU BLEU, chrF, brevity penalty, loop counts),
+and the best is the one to put in the pipeline config's ``evaluation.alpha``.
+
+    .venv/bin/python benchmarks/choose_alpha.py --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
+
+``--run`` is a run directory (``<run_dir>/runs/<id>`` or ``<run_dir>/latest``): the averaged model is
+``averaged/model.keras``, the tokenizer the one ``.model`` in ``<run_dir>/tokenizer`` and the corpus the
+one in ``<run_dir>/data``; ``--model``, ``--tokenizer`` and ``--corpus-dir`` name them instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+logger = logging.getLogger("choose_alpha")
+
+
+def run_files(run: Path) -> dict[str, Path | None]:
+    """The averaged model, the shared tokenizer and the prepared corpus of a pipeline run."""
+    run = run.resolve()
+    run_dir = run.parents[1] if run.parent.name == "runs" else run.parent
+    tokenizers = sorted((run_dir / "tokenizer").glob("*.model"))
+    corpora = sorted(p.parent for p in (run_dir / "data").glob("*/manifest.json"))
+    return {"model": run / "averaged" / "model.keras",
+            "tokenizer": tokenizers[0] if len(tokenizers) == 1 else None,
+            "corpus_dir": corpora[0] if len(corpora) == 1 else None}
+
+
+def choose(results: list[dict]) -> dict:
+    """The best alpha by BLEU; a tie goes to the smaller alpha (the milder change)."""
+    return max(results, key=lambda r: (round(r["bleu"], 6), -r["alpha"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, help="a pipeline run directory (or <run_dir>/latest)")
+    parser.add_argument("--model", type=Path, help="a .keras Transformer (default: the run's averaged model)")
+    parser.add_argument("--tokenizer", type=Path, help="SentencePiece model (default: the run's)")
+    parser.add_argument("--target-tokenizer", type=Path, help="target SentencePiece model, if separate")
+    parser.add_argument("--corpus-dir", type=Path, help="prepared corpus (default: the run's)")
+    parser.add_argument("--alphas", default="0,0.2,0.4,0.6,0.8,1.0,1.2", help="comma-separated alphas")
+    parser.add_argument("--split", default="validation", help="the split to choose on (default %(default)s)")
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--max-length-offset", type=int)
+    parser.add_argument("--max-sentences", type=int, help="only the first N sentences (quick looks)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--output", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    found = run_files(args.run) if args.run else {}
+    model = args.model or found.get("model")
+    tokenizer = args.tokenizer or found.get("tokenizer")
+    corpus_dir = args.corpus_dir or found.get("corpus_dir")
+    if not (model and tokenizer and corpus_dir):
+        parser.error("give --run, or --model, --tokenizer and --corpus-dir (a run with several tokenizers "
+                     "or corpora needs them named)")
+    if args.split.startswith("test"):
+        parser.error("alpha is chosen on validation data; scoring a test split here would tune on it")
+    alphas = [float(a) for a in args.alphas.split(",")]
+    if any(a < 0 for a in alphas):
+        parser.error("alphas must be >= 0")
+
+    from keras_transformer.translator import Translator
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
+
+    translator = Translator.from_files(model, tokenizer, args.target_tokenizer)
+    corpus = Corpus.load(corpus_dir)
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for alpha in alphas:
+            config = EvalConfig(split=args.split, beam_size=args.beam_size, alpha=alpha, extra_splits=(),
+                                max_length_offset=args.max_length_offset, batch_size=args.batch_size,
+                                max_sentences=args.max_sentences)
+            result = evaluate(translator, corpus, config=config, output_dir=Path(scratch) / f"alpha-{alpha}")
+            scores = result.scores
+            results.append({"alpha": alpha, "bleu": result.bleu, "chrf": result.chrf,
+                            "brevity_penalty": scores["bleu"]["brevity_penalty"],
+                            "length_ratio": scores["bleu"]["length_ratio"],
+                            "looping_hypotheses": scores["loops"]["hypotheses"],
+                            "looping_references": scores["loops"]["references"]})
+            logger.info("%s", results[-1])
+    best = choose(results)
+    report = {"benchmark": "choose_alpha", "model": str(model), "corpus": str(corpus_dir), "split": args.split,
+              "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
+              "best_alpha": best["alpha"], "best_bleu": best["bleu"],
+              "config": f"evaluation.alpha: {best['alpha']}"}
+    text = json.dumps(report, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n", "utf-8")
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

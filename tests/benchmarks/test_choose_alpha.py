@@ -1,0 +1,54 @@
+"""choose_alpha: finds a run's files, decodes validation once per alpha, picks by BLEU."""
+
+import shutil
+import sys
+
+import pytest
+
+from tests.benchmarks.test_benchmark_smoke import REPO, run_json
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def test_the_best_alpha_is_the_highest_bleu_and_ties_go_to_the_smaller():
+    from choose_alpha import choose
+
+    results = [{"alpha": 0.6, "bleu": 10.0}, {"alpha": 1.0, "bleu": 12.5}, {"alpha": 0.2, "bleu": 12.5}]
+    assert choose(results)["alpha"] == 0.2
+    assert choose(results[:2])["alpha"] == 1.0
+
+
+@pytest.mark.slow
+def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path):
+    import keras_transformer as kt
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    run_dir = tmp_path / "demo"
+    run = run_dir / "runs" / "0123abcd"
+    (run / "averaged").mkdir(parents=True)
+    (run_dir / "tokenizer").mkdir()
+    (run_dir / "data").mkdir()
+    shutil.copy(tokenizer_model, run_dir / "tokenizer" / "spm.model")
+    (run_dir / "data" / "ddtp-en-de").symlink_to(ddtp_corpus.directory)
+    (run_dir / "latest").symlink_to(run)
+    vocab_size = SubwordTokenizer(tokenizer_model).vocab_size
+    model = kt.Transformer(vocab_size=vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32)
+    model.build()
+    model.save(run / "averaged" / "model.keras")
+
+    report = run_json(REPO / "benchmarks" / "choose_alpha.py", "--run", run_dir / "latest", "--alphas", "0,1.5",
+                      "--beam-size", 2, "--max-sentences", 3, "--max-length-offset", 3)
+    assert report["split"] == "validation" and report["sentences"] == 3
+    assert [r["alpha"] for r in report["results"]] == [0.0, 1.5]
+    assert report["best_alpha"] in (0.0, 1.5) and report["config"] == f"evaluation.alpha: {report['best_alpha']}"
+    for entry in report["results"]:
+        assert 0 <= entry["bleu"] <= 100 and 0 <= entry["brevity_penalty"] <= 1
+        assert {"chrf", "length_ratio", "looping_hypotheses", "looping_references"} <= set(entry)
+
+
+def test_a_test_split_is_refused(tmp_path):
+    from choose_alpha import main
+
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path / "m.keras"), "--tokenizer", str(tmp_path / "t.model"),
+              "--corpus-dir", str(tmp_path), "--split", "test_unseen"])
