@@ -11,7 +11,6 @@ section 6.1's limit. A trained model stops earlier and decodes faster.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -21,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
+from report import emit
 
 import keras_transformer as kt
 from keras_transformer.beam_search import compiled_beam_search
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         "output_tokens_per_second": round(generated / seconds, 1),
         "mean_output_tokens": round(generated / sentences, 1),
     }
-    print(json.dumps(report, indent=2))
+    emit(report, indent=2)
     return 0
 
 

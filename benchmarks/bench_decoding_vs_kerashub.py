@@ -18,7 +18,6 @@ our speed relative to keras-hub's for each search.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -31,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from kerashub_peer import kerashub_seq2seq
+from report import emit
 
 from keras_transformer import Transformer
 from keras_transformer.beam_search import beam_search
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
                            "output_tokens_per_second": round(batch * length / median, 1)}
         entry["ours_speedup"] = round(entry["kerashub"]["seconds_per_batch"] / entry["ours"]["seconds_per_batch"], 2)
         report[search] = entry
-    print(json.dumps(report, indent=1))
+    emit(report, indent=1)
     return 0
 
 

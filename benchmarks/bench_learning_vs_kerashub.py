@@ -18,7 +18,6 @@ Needs ``pip install keras-hub`` (optional benchmark dependency).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
@@ -28,18 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras
+import kerashub_peer as peer
 import numpy as np
 import tensorflow as tf
-from kerashub_peer import (
-    add_data_arguments,
-    add_model_arguments,
-    corpus_and_tokenizer,
-    fixed_batches,
-    kerashub_model,
-    matmul_peak,
-    step_flops,
-    tokenized_rows,
-)
+from report import emit
 
 from keras_transformer import Transformer
 
@@ -78,24 +69,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--variants", default="tied", help=f"ours: comma list of {sorted(VARIANTS)}")
-    add_model_arguments(parser)
+    peer.add_model_arguments(parser)
     parser.add_argument("--eval-every", type=int, default=50)
-    add_data_arguments(parser, "runs/bench-learning")
+    peer.add_data_arguments(parser, "runs/bench-learning")
     parser.add_argument("--plot", type=Path, help="PNG path (default: <work-dir>/learning.png)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    corpus, tokenizer = corpus_and_tokenizer(args)
-    train = fixed_batches(tokenized_rows(corpus, "train", tokenizer), args.batch, args.length, limit=args.steps)
-    validation = fixed_batches(tokenized_rows(corpus, "validation", tokenizer), args.batch, args.length, limit=10,
-                               shuffle=False)
+    corpus, tokenizer = peer.corpus_and_tokenizer(args)
+    train = peer.fixed_batches(peer.tokenized_rows(corpus, "train", tokenizer), args.batch, args.length,
+                               limit=args.steps)
+    validation = peer.fixed_batches(peer.tokenized_rows(corpus, "validation", tokenizer), args.batch, args.length,
+                                    limit=10, shuffle=False)
     vocab = tokenizer.vocab_size
 
     arch = dict(num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, d_ff=args.ffn,
                 dropout=args.dropout)
     # After tokenizing: seeding resets tensorflow_text resources (tensorflow/text#570).
     keras.utils.set_random_seed(0)
-    models = {"kerashub": kerashub_model(vocab, args.d_model, args.heads, args.ffn, args.layers,
+    models = {"kerashub": peer.kerashub_model(vocab, args.d_model, args.heads, args.ffn, args.layers,
                                          args.dropout, args.length)}
     for name in args.variants.split(","):
         models[f"ours-{name}"] = Transformer(vocab_size=vocab, **arch, **VARIANTS[name])
@@ -130,14 +122,14 @@ def main(argv=None) -> int:
             "validation_loss": dict(run["validation"]),
         }
     hub = report["models"]["kerashub"]["seconds_per_step"]
-    flops = step_flops(args.batch, args.length, vocab, args.d_model, args.ffn, args.layers)
-    peak = matmul_peak()
+    flops = peer.step_flops(args.batch, args.length, vocab, args.d_model, args.ffn, args.layers)
+    peak = peer.matmul_peak()
     report["matmul_peak_gflops"] = round(peak / 1e9, 1)
     for entry in report["models"].values():
         entry["speed_vs_kerashub"] = round(hub / entry["seconds_per_step"], 3)
         entry["mfu"] = round(flops / entry["seconds_per_step"] / peak, 3)
     plot(runs, args.plot or args.work_dir / "learning.png")
-    print(json.dumps(report, indent=1, default=str))
+    emit(report, indent=1)
     return 0
 
 

@@ -14,12 +14,13 @@ validation split (the dev files), report the test split with the chosen one.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import time
 from pathlib import Path
+
+from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"benchmark": "parser_beams", "run": str(run), "split": args.split, "alpha": args.alpha,
               "max_length_offset": args.max_length_offset, "batch_size": args.batch_size,
               "cpu_affinity": sorted(os.sched_getaffinity(0)), "results": results}
-    text = json.dumps(report, indent=2)
-    if args.output:
-        args.output.write_text(text + "\n", "utf-8")
-    sys.stdout.write(text + "\n")
+    emit(report, args.output, indent=2)
     return 0
 
 

@@ -13,11 +13,12 @@ with the constrained search as the evaluation stage does, and scored by the EVAL
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
 from pathlib import Path
+
+from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     best = max(results, key=lambda r: r["f1"])
     report = {"benchmark": "parser_checkpoints", "run": str(run), "split": args.split, "sentences": len(pairs),
               "beam_size": args.beam, "alpha": args.alpha, "results": results, "best_window": best["window"]}
-    text = json.dumps(report, indent=2)
-    if args.output:
-        args.output.write_text(text + "\n", "utf-8")
-    sys.stdout.write(text + "\n")
+    emit(report, args.output, indent=2)
     return 0
 
 

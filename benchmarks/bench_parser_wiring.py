@@ -19,7 +19,6 @@ behind that option. ``--smoke`` shrinks everything for the test suite.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -156,10 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [check(corpus, tokenizers, word_alignment=variant, **options) for variant in variants]
     report = {"benchmark": "parser_wiring", "treebank": Path(args.treebank).name, "smoke": args.smoke,
               "results": results}
-    text = json.dumps(report, indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n", "utf-8")
-    sys.stdout.write(text + "\n")
+    emit(report, args.output, indent=2)
     return 0
 
 

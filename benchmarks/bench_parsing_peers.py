@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import logging
 import os
 import sys
@@ -47,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from parsing_peers import PCFG, predict_supar, read_pid, train_supar, write_pid  # noqa: E402
+from report import emit
 
 from pipelines.tasks.parsing.evalb import score_trees  # noqa: E402
 from pipelines.tasks.parsing.tree import Tree  # noqa: E402
@@ -212,11 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="supar-") as work:
                 report["peers"]["supar"] = run_supar(splits, args, Path(work))
-    text = json.dumps(report, indent=1)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(report, args.output, indent=1)
     return 0
 
 

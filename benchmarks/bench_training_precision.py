@@ -14,7 +14,6 @@ Prints one JSON object on stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -22,6 +21,8 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+
+from report import emit
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                     platform.machine(), "tensorflow": tf.__version__},
         "results": results,
     }
-    sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    emit(report, indent=2)
     return 0
 
 

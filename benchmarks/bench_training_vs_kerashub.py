@@ -29,7 +29,6 @@ Prints one JSON object. Needs keras-hub (the test extras have it).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -52,6 +51,7 @@ from kerashub_peer import (
     step_flops,
     tokenized_rows,
 )
+from report import emit
 
 from keras_transformer import Transformer
 
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
             logger.info("mode %s", mode)
             report[mode] = {"identical": identical, "natural": natural}[mode](args, data, tokenizer.vocab_size,
                                                                              arch, Path(scratch))
-    print(json.dumps(report, indent=1))
+    emit(report, indent=1)
     return 0
 
 

@@ -17,11 +17,12 @@ one in ``<run_dir>/data``; ``--model``, ``--tokenizer`` and ``--corpus-dir`` nam
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
 from pathlib import Path
+
+from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
               "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
               "best_alpha": best["alpha"], "best_bleu": best["bleu"],
               "config": f"evaluation.alpha: {best['alpha']}"}
-    text = json.dumps(report, indent=2)
-    if args.output:
-        args.output.write_text(text + "\n", "utf-8")
-    sys.stdout.write(text + "\n")
+    emit(report, args.output, indent=2)
     return 0
 
 

@@ -11,7 +11,6 @@ import textwrap
 import pytest
 import tensorflow as tf
 
-import keras_transformer as kt
 from keras_transformer.export import (
     METADATA_FILE,
     OUTPUT_NAME,
@@ -21,6 +20,7 @@ from keras_transformer.export import (
     load_exported,
 )
 from keras_transformer.translator import Translator
+from tests.keras_transformer.tiny_models import tiny_transformer
 
 SENTENCES = [
     "Shows the current weather.",
@@ -70,11 +70,7 @@ FRESH_PROCESS = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    model = kt.Transformer(
-        vocab_size=tokenizer.vocab_size, num_layers=2, d_model=32, num_heads=2, d_ff=64, dropout=0.0
-    )
-    model.build()
-    return model
+    return tiny_transformer(tokenizer.vocab_size, num_layers=2)
 
 
 @pytest.fixture(scope="module")

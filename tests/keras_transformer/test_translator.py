@@ -7,6 +7,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer.presets import DecodingSettings
 from keras_transformer.translator import Translator
+from tests.keras_transformer.tiny_models import tiny_transformer
 
 SENTENCES = [
     "Shows the current weather.",
@@ -19,11 +20,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    model = kt.Transformer(
-        vocab_size=tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2, d_ff=64, dropout=0.0
-    )
-    model.build()
-    return model
+    return tiny_transformer(tokenizer.vocab_size, num_layers=1)
 
 
 def test_translate_returns_one_string_per_sentence(model, tokenizer):
