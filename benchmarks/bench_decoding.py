@@ -23,8 +23,8 @@ import tensorflow as tf
 from report import emit
 
 import keras_transformer as kt
-from keras_transformer.beam_search import compiled_beam_search
-from keras_transformer.decoding import (
+from keras_transformer.decoding.beam import compiled_beam_search
+from keras_transformer.decoding.greedy import (
     forbid_tokens,
     greedy_search,
     prepare_decoding,

@@ -33,8 +33,8 @@ from kerashub_peer import kerashub_seq2seq
 from report import emit
 
 from keras_transformer import Transformer
-from keras_transformer.beam_search import beam_search
-from keras_transformer.decoding import forbid_tokens, greedy_search, prepare_decoding, special_ids
+from keras_transformer.decoding.beam import beam_search
+from keras_transformer.decoding.greedy import forbid_tokens, greedy_search, prepare_decoding, special_ids
 
 logger = logging.getLogger("bench_decoding_vs_kerashub")
 PAD, BOS, EOS = 0, 2, 3

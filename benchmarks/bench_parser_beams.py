@@ -2,7 +2,7 @@
 
 Section 6.3 decodes with a beam of 21; whether a CPU parser should ship that is a measurement:
 for each beam size the split is parsed with the constrained beam search (one slot per word,
-balanced brackets, :mod:`keras_transformer.constraints`) exactly as the evaluation stage does,
+balanced brackets, :mod:`keras_transformer.decoding.constraints`) exactly as the evaluation stage does,
 timed after a warm-up batch (tracing excluded), and scored by the project's EVALB-equal scorer.
 Run it pinned to one core for the per-core figure (``taskset -c 0``); choose the beam on the
 validation split (the dev files), report the test split with the chosen one.
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
     from pipelines.corpus import Corpus
 
     run = args.run.resolve()

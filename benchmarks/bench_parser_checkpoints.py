@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
     from bench_parser_beams import measure
 
-    from keras_transformer.checkpoint_averaging import average_checkpoints
-    from keras_transformer.translator import Translator
+    from keras_transformer.checkpoints.averaging import average_checkpoints
+    from keras_transformer.decoding.translator import Translator
     from pipelines.corpus import Corpus
 
     run = args.run.resolve()

@@ -58,8 +58,8 @@ def _mean_nll(model, source, target_in, target_out) -> float:
 
 
 def _f1(model, tokenizers, pairs, beam_size: int) -> dict:
-    from keras_transformer.presets import DecodingSettings
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.models.presets import DecodingSettings
     from pipelines.tasks.parsing.evalb import score_trees
     from pipelines.tasks.parsing.evaluation import parse_sentences
     from pipelines.tasks.parsing.linearize import delinearize
@@ -80,7 +80,7 @@ def check(corpus, tokenizers, *, word_alignment: bool, sentences: int = 50, max_
     import keras
 
     from keras_transformer import Transformer
-    from keras_transformer.word_alignment import alignment_ids
+    from keras_transformer.layers.word_alignment import alignment_ids
 
     source_tok, target_tok = tokenizers
     pairs = list(corpus.pairs("train"))[:sentences]

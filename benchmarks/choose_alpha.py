@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(a < 0 for a in alphas):
         parser.error("alphas must be >= 0")
 
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
 

@@ -2,7 +2,7 @@
 
 Section 6.3 decodes with a beam of 21. One decoding step of the search is three pieces of work:
 the decoder step of every hypothesis (``batch * beam`` rows through the cached decoder), the
-bracket constraint's mask and state update (:mod:`keras_transformer.constraints`), and the
+bracket constraint's mask and state update (:mod:`keras_transformer.decoding.constraints`), and the
 beam's bookkeeping (top-k over ``beam * vocab`` candidates, the finished set, gathering the
 cache). On one batch, three compiled programs are timed after a warm-up call:
 
@@ -21,8 +21,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.beam_search import beam_search, beam_search_decode
-from keras_transformer.decoding import prepare_decoding, special_ids
+from keras_transformer.decoding.beam import beam_search, beam_search_decode
+from keras_transformer.decoding.greedy import prepare_decoding, special_ids
 
 
 def _timed(function, *args, repeats: int = 2):

@@ -101,6 +101,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
         # The final validation is the last point of the val_* curves, at the final step.
         tracker.log_stage("training", training, training.metrics(), step=training.final_step)
+        tracker.set_tags(training.tags())
         model = average_task(training, config.averaging, str(paths.averaged))
         tracker.log_stage("averaging", model)
         evaluation = evaluate_task(pipeline_task, model, vocabulary, corpus, config.evaluation, config.train.preset,
@@ -108,6 +109,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         tracker.log_stage("evaluation", evaluation, evaluation.metrics, step=training.final_step)
         tracker.set_tags(evaluation.text_tags())
         tracker.log_artifacts(paths.evaluation, "evaluation")
+        tracker.log_tables(paths.evaluation, evaluation.tables)
         tracker.log_artifacts(model.path, "keras_model")
         export = promotion = None
         if config.export:

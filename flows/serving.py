@@ -1,6 +1,6 @@
 """The MLflow ``pyfunc`` form of an exported model: a column of sentences in, outputs out.
 
-The exported SavedModel (``keras_transformer.export``) holds the vocabularies and the beam search,
+The exported SavedModel (``keras_transformer.decoding.export``) holds the vocabularies and the beam search,
 so the pyfunc only feeds it strings; a parser's best hypotheses become a tree over the sentence's
 words with the parsing task's tree code. Loading the model (``mlflow.pyfunc.load_model``,
 ``mlflow models serve --env-manager local``) needs this project installed beside the pinned
@@ -23,7 +23,7 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
         self.task = task
 
     def load_context(self, context) -> None:
-        from keras_transformer.export import load_exported
+        from keras_transformer.decoding.export import load_exported
 
         self.translator = load_exported(context.artifacts["export"])
 

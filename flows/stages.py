@@ -154,7 +154,7 @@ def average_task(training: TrainingSummary, config: AveragingConfig, output_dir:
 
 
 def _decoding(preset: str):
-    from keras_transformer.presets import get_preset
+    from keras_transformer.models.presets import get_preset
 
     return get_preset(preset).decoding
 
@@ -162,7 +162,7 @@ def _decoding(preset: str):
 @task(name="evaluate", retries=1, timeout_seconds=6 * HOUR, **RETRY)
 def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], corpus: PreparedCorpus,
                   config: Any, preset: str, output_dir: str) -> TaskEvaluation:
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
 
     translator = Translator.from_files(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
     result = pipeline_task.evaluate(translator, Path(corpus.directory), config, Path(output_dir))
@@ -182,7 +182,7 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     offset unless the evaluation config overrides them, and the task's decoding constraint."""
     import keras
 
-    from keras_transformer.export import export_translator
+    from keras_transformer.decoding.export import export_translator
     from pipelines.results import Export
     from pipelines.tokenization import load_tokenizers
 
@@ -218,7 +218,7 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
     def evaluate_champion(champion) -> float:
         import mlflow.artifacts
 
-        from keras_transformer.export import load_exported
+        from keras_transformer.decoding.export import load_exported
 
         get_run_logger().info("champion v%s has no score on this evaluation: evaluating it", champion.version)
         directory = mlflow.artifacts.download_artifacts(

@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 # MLflow caps a parameter value's length; longer values are cut rather than failing the run.
 _MAX_PARAM_LENGTH = 6000
+#: The run's artifact folder of the tables a user reads (:meth:`Tracker.log_tables`).
+TABLES = "tables"
 #: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
 STAGES = "stages"
 
@@ -263,6 +265,18 @@ class Tracker:
         with tempfile.TemporaryDirectory() as directory:
             path = self.client.download_artifacts(self.run_id, f"{STAGES}/{name}.json", directory)
             return json.loads(Path(path).read_text(encoding="utf-8"))
+
+    def log_tables(self, directory: Path, tables: dict[str, str]) -> None:
+        """Logs each ``name -> file`` of ``directory`` (``columns`` / ``data`` JSON) as the MLflow
+        table ``tables/<name>.json``, which the UI shows as a table. MLflow appends to a table
+        already logged, so a rerun of the flow over a finished stage logs nothing again."""
+        logged = {Path(a.path).name for a in self.client.list_artifacts(self.run_id, TABLES)}
+        for name, file in tables.items():
+            if f"{name}.json" in logged:
+                continue
+            table = json.loads((Path(directory) / file).read_text(encoding="utf-8"))
+            columns = {column: [row[i] for row in table["data"]] for i, column in enumerate(table["columns"])}
+            self.client.log_table(self.run_id, data=columns, artifact_file=f"{TABLES}/{name}.json")
 
     def set_tags(self, tags: dict[str, str]) -> None:
         for key, value in tags.items():

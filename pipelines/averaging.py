@@ -2,7 +2,7 @@
 
 Section 6.1: "we used a single model obtained by averaging the last 5 checkpoints" (base) and
 "the last 20 checkpoints" (big). The work is done by
-:func:`keras_transformer.checkpoint_averaging.average_checkpoints`; this stage only reads its
+:func:`keras_transformer.checkpoints.averaging.average_checkpoints`; this stage only reads its
 settings from YAML and takes N from the run's preset when it is not given.
 """
 
@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from keras_transformer.presets import get_preset
+from keras_transformer.models.presets import get_preset
 from pipelines.config import ConfigError, load_config
 
 if TYPE_CHECKING:  # TensorFlow: imported when a run averages, not to read these settings
-    from keras_transformer.checkpoint_averaging import AveragingResult
+    from keras_transformer.checkpoints.averaging import AveragingResult
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def checkpoints_to_average(config: AveragingConfig) -> int:
     """``config.last_n``, or the run's preset's number (5 for base, 20 for big)."""
     if config.last_n is not None:
         return config.last_n
-    from keras_transformer.checkpoints import read_model_config
+    from keras_transformer.checkpoints.model_checkpoint import read_model_config
 
     info = read_model_config(config.checkpoint_dir)
     if info is None or not info.get("preset"):
@@ -55,7 +55,7 @@ def checkpoints_to_average(config: AveragingConfig) -> int:
 
 def run_averaging(config: AveragingConfig) -> AveragingResult:
     """Averages the newest checkpoints of ``config.checkpoint_dir`` into ``config.output_dir``."""
-    from keras_transformer.checkpoint_averaging import average_checkpoints
+    from keras_transformer.checkpoints.averaging import average_checkpoints
 
     last_n = checkpoints_to_average(config)
     logger.info("averaging the last %d checkpoints of %s into %s", last_n,

@@ -63,7 +63,7 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
     ``decoding`` (a ``DecodingSettings``) replaces the paper's translation defaults for a
     ``.keras`` model; an export has its own settings compiled in.
     """
-    from keras_transformer.export import is_exported_translator, load_exported
+    from keras_transformer.decoding.export import is_exported_translator, load_exported
 
     model_path = Path(args.model)
     if model_path.is_dir():
@@ -84,7 +84,7 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
         parser.error(f"model {model_path} does not exist")
     if not args.tokenizer:
         parser.error("--tokenizer is required with a .keras model")
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
 
     translator = Translator.from_files(model_path, args.tokenizer, args.target_tokenizer, decoding=decoding)
     options = {"beam_size": args.beam_size, "alpha": args.alpha,

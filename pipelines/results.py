@@ -82,7 +82,9 @@ class TrainingSummary(StageResult):
     in memory or the per-step history (both stay in the process and the run's ``metrics.jsonl``).
 
     ``validation``: the final validation's metrics (``loss``, ``perplexity``, ...), empty if the
-    run did not validate; ``train_seconds``: the training loop's time over every attempt.
+    run did not validate; ``train_seconds``: the training loop's time over every attempt;
+    ``distribution``: how it trained (strategy, replicas, workers, precision), the run's
+    ``training.*`` tags.
     """
 
     final_step: int
@@ -92,6 +94,7 @@ class TrainingSummary(StageResult):
     validation: dict[str, float]
     train_seconds: float
     parameters: int
+    distribution: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, result: Any) -> TrainingSummary:
@@ -99,7 +102,7 @@ class TrainingSummary(StageResult):
         return cls(final_step=result.final_step, start_step=result.start_step,
                    checkpoint_dir=str(result.checkpoint_dir), checkpoints=list(result.checkpoints),
                    validation=dict(result.validation or {}), train_seconds=float(result.train_seconds),
-                   parameters=int(result.model.count_params()))
+                   parameters=int(result.model.count_params()), distribution=dict(result.distribution))
 
     @property
     def train_minutes(self) -> float:
@@ -110,6 +113,10 @@ class TrainingSummary(StageResult):
         the training minutes and the parameter count."""
         return {**{f"val_{key}": value for key, value in self.validation.items()},
                 "train_minutes": self.train_minutes, "parameters": self.parameters}
+
+    def tags(self) -> dict[str, str]:
+        """How it trained, as a run's tags: ``training.strategy``, ``training.replicas``, ..."""
+        return {f"training.{key}": str(value) for key, value in self.distribution.items()}
 
 
 @dataclasses.dataclass(frozen=True)

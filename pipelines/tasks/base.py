@@ -33,6 +33,9 @@ class TaskEvaluation(StageResult):
     output_dir: Path | None = None
     #: The sentence a user reads first (scores beside the task's trivial baselines).
     headline: str = ""
+    #: Tables a user reads in the MLflow UI, by name: files in ``output_dir`` in the
+    #: ``{"columns": [...], "data": [[...], ...]}`` form (e.g. each sentence and its score).
+    tables: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.output_dir is not None:  # a path again when read back from its JSON form

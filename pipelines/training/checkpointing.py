@@ -18,7 +18,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from keras_transformer.checkpoints import (
+from keras_transformer.checkpoints.model_checkpoint import (
     config_differences,
     model_weights_trackable,
     read_model_config,

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keras_transformer.config import TransformerConfig
-from keras_transformer.presets import TrainingRecipe, get_preset
+from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.presets import TrainingRecipe, get_preset
 from pipelines.config import ConfigError
 from pipelines.distribution import STRATEGY_KINDS
 from pipelines.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # Keras: imported when a model is built, not to read these settings
-    from keras_transformer.transformer import Transformer
+    from keras_transformer.models.transformer import Transformer
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 DATA_RESUME = ("skip", "restart")
@@ -228,6 +228,9 @@ class TrainResult:
     elapsed_seconds: float = 0.0
     #: Seconds of the training loop over all runs of this directory (what a budget counts).
     train_seconds: float = 0.0
+    #: How it trained: ``strategy`` (its kind), ``replicas``, ``workers`` and ``precision``
+    #: (``float32`` or the mixed policy), as a run records them.
+    distribution: dict[str, Any] = field(default_factory=dict)
 
     @property
     def latest_checkpoint(self) -> str | None:

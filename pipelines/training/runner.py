@@ -18,9 +18,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from keras_transformer.checkpoints import model_config_dict
-from keras_transformer.config import TransformerConfig
-from keras_transformer.transformer import Transformer
+from keras_transformer.checkpoints.model_checkpoint import model_config_dict
+from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.transformer import Transformer
 from pipelines.config import to_dict
 from pipelines.distribution import describe_strategy
 from pipelines.training.budget import TrainingBudget
@@ -110,9 +110,10 @@ def train(
     loss_scale = LossScale(strategy, config.initial_loss_scale if float16 else None, config.loss_scale_growth_steps)
     checkpoint = RunCheckpoint(Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR), strategy, workers, model,
                                optimizer, loss_scale, keep=config.checkpoints_kept())
+    described = describe_strategy(strategy)
     checkpoint.claim(model_config_dict(model, preset=config.preset, vocabulary=vocabulary), {
         "train_config": to_dict(config), "resolved": dataclasses.asdict(plan),
-        "strategy": describe_strategy(strategy), "mixed_precision": config.mixed_precision})
+        "strategy": described, "mixed_precision": config.mixed_precision})
     resume = checkpoint.restore()
     # Each replica takes whole batches of its worker's pipeline.
     skip = resume.consumed_batches * workers.replicas_per_worker if config.data_resume == "skip" else 0
@@ -133,4 +134,7 @@ def train(
     trainer = Trainer(config, plan, model, optimizer, steps, checkpoint, loss_scale, budget, workers, log,
                       validation, on_step)
     result = trainer.run(iter(dataset), resume)
-    return dataclasses.replace(result, elapsed_seconds=time.monotonic() - started)
+    precision = "float32" if config.mixed_precision == "none" else config.mixed_precision
+    distribution = {"strategy": described["kind"], "replicas": described["replicas"],
+                    "workers": described["workers"], "precision": precision}
+    return dataclasses.replace(result, elapsed_seconds=time.monotonic() - started, distribution=distribution)

@@ -14,8 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from keras_transformer.layers.word_alignment import alignment_ids
 from keras_transformer.tokenizer import SubwordTokenizer
-from keras_transformer.word_alignment import alignment_ids
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.tokenization import vocabulary_record

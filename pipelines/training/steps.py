@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.losses import correct_tokens, label_smoothed_nll
+from keras_transformer.training.losses import correct_tokens, label_smoothed_nll
 from pipelines.training.loss_scale import LossScale
 
 #: What ``accumulate`` returns, summed over replicas: the step's record is built from them.

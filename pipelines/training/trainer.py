@@ -18,7 +18,7 @@ from typing import Any
 
 import keras
 
-from keras_transformer.presets import TrainingRecipe
+from keras_transformer.models.presets import TrainingRecipe
 from pipelines.training.budget import TrainingBudget
 from pipelines.training.checkpointing import Resume, RunCheckpoint
 from pipelines.training.config import TrainConfig, TrainingDivergedError, TrainResult

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.losses import correct_tokens, label_smoothed_nll
-from keras_transformer.transformer import Transformer
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.training.losses import correct_tokens, label_smoothed_nll
 
 logger = logging.getLogger(__name__)
 

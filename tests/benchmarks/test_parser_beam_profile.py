@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.keras_transformer.test_word_alignment import CLOSE, EOS, OPEN, SLOTS, SOURCE, model_with_alignment
+from tests.keras_transformer.layers.test_word_alignment import CLOSE, EOS, OPEN, SLOTS, SOURCE, model_with_alignment
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 def test_profile_parts_add_up_to_the_full_step(beam_size):
     from parser_beam_profile import profile_batch
 
-    from keras_transformer.constraints import BracketConstraint
+    from keras_transformer.decoding.constraints import BracketConstraint
 
     model = model_with_alignment()
     constraint = BracketConstraint(16, SLOTS, OPEN, CLOSE, EOS)

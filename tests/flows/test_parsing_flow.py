@@ -78,7 +78,7 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     import mlflow.pyfunc
     import pandas as pd
 
-    from keras_transformer.export import load_exported
+    from keras_transformer.decoding.export import load_exported
     from pipelines.tasks.parsing.linearize import best_tree
     from pipelines.tasks.parsing.parse_cli import ptb_tokenize
 

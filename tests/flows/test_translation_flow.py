@@ -63,10 +63,22 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     loss_history = client.get_metric_history(run.info.run_id, "loss")
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]
     assert run.data.tags["bleu.signature"] == scores["bleu"]["signature"]
+    # How it trained: the strategy, its replicas and the precision, as the train stage returned them.
+    distribution = {key: run.data.tags[f"training.{key}"] for key in ("strategy", "replicas", "workers", "precision")}
+    assert distribution == {key: str(value) for key, value in result.training.distribution.items()}
+    assert distribution["strategy"] in {"mirrored", "one_device"} and int(distribution["replicas"]) >= 1
+    assert distribution["precision"] == "float32"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"evaluation", "model", "keras_model", "tokenizer", "data"} <= artifacts
     evaluation = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation")}
-    assert {"hypotheses.txt", "references.txt", "scores.json"} <= evaluation
+    assert {"hypotheses.txt", "references.txt", "scores.json", "sentences.json", "attention"} <= evaluation
+    # What a reader opens: every test sentence with its sentence BLEU as an MLflow table, and pictures.
+    table = json.loads(Path(client.download_artifacts(run.info.run_id, "tables/sentences.json", str(work.parent)))
+                       .read_text("utf-8"))
+    assert len(table["data"]) == scores["evaluation"]["num_sentences"]
+    assert table["columns"][0] == "sentence_bleu"
+    pictures = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation/attention")}
+    assert pictures == {"best-1.png", "best-2.png", "worst-1.png", "worst-2.png"}
     # Who and what: the Prefect flow run, the code, the settings' fingerprint.
     assert run.data.tags["prefect.flow_run_id"] and run.data.tags["settings_fingerprint"] == state["fingerprint"]
     assert len(run.data.tags["mlflow.source.git.commit"]) == 40
@@ -188,7 +200,7 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     import mlflow.pyfunc
     import pandas as pd
 
-    from keras_transformer.export import load_exported
+    from keras_transformer.decoding.export import load_exported
 
     from .conftest import served_predictions
 

@@ -7,7 +7,7 @@ import math
 import keras
 import pytest
 
-from keras_transformer.checkpoints import load_model_from_checkpoint
+from keras_transformer.checkpoints.model_checkpoint import load_model_from_checkpoint
 from pipelines.averaging import AveragingConfig, checkpoints_to_average, run_averaging
 from pipelines.config import ConfigError, load_config
 from pipelines.input_pipeline import InputConfig, make_dataset

@@ -11,7 +11,9 @@ from pipelines.tasks.base import TaskEvaluation
 from pipelines.vocabulary import Vocabulary
 
 TRAINING = TrainingSummary(final_step=12, start_step=4, checkpoint_dir="/run/train", checkpoints=["ckpt-8", "ckpt-12"],
-                           validation={"loss": 5.25, "perplexity": 190.5}, train_seconds=90.0, parameters=1234)
+                           validation={"loss": 5.25, "perplexity": 190.5}, train_seconds=90.0, parameters=1234,
+                           distribution={"strategy": "mirrored", "replicas": 2, "workers": 1,
+                                         "precision": "float32"})
 EVALUATION = TaskEvaluation(
     metrics={"bleu": 1.5, "chrf": 12.25}, primary="bleu",
     record={"bleu": {"score": 1.5, "signature": "nrefs:1|case:mixed"},
@@ -39,8 +41,12 @@ def test_the_training_summary_of_a_train_result_and_its_final_metrics():
     model = SimpleNamespace(count_params=lambda: 1234)
     result = SimpleNamespace(final_step=12, start_step=4, checkpoint_dir=Path("/run/train"),
                              checkpoints=["ckpt-8", "ckpt-12"], validation={"loss": 5.25, "perplexity": 190.5},
-                             train_seconds=90.0, model=model, history=[{"step": 1}])
+                             train_seconds=90.0, model=model, history=[{"step": 1}],
+                             distribution={"strategy": "mirrored", "replicas": 2, "workers": 1,
+                                           "precision": "float32"})
     assert TrainingSummary.of(result) == TRAINING
+    assert TRAINING.tags() == {"training.strategy": "mirrored", "training.replicas": "2", "training.workers": "1",
+                               "training.precision": "float32"}
     assert TRAINING.metrics() == {"val_loss": 5.25, "val_perplexity": 190.5, "train_minutes": 1.5, "parameters": 1234}
 
 

@@ -30,7 +30,7 @@ from keras_transformer import (
     label_smoothed_nll,
     transformer_adam,
 )
-from keras_transformer.checkpoints import (
+from keras_transformer.checkpoints.model_checkpoint import (
     model_config_dict,
     model_keys,
     write_model_config,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from keras_transformer.schedules import LinearDecayTail, TransformerSchedule
+from keras_transformer.training.schedules import LinearDecayTail, TransformerSchedule
 from pipelines.config import ConfigError
 from pipelines.training import TrainConfig, train
 from pipelines.training.budget import TrainingBudget

@@ -186,12 +186,12 @@ def best_tree(hypotheses: str | Iterable[str], words: Iterable[str]) -> tuple[Tr
 
 
 def tree_constraint(target_tokenizer, eos_id: int):
-    """A :class:`~keras_transformer.constraints.BracketConstraint` over a target vocabulary of
+    """A :class:`~keras_transformer.decoding.constraints.BracketConstraint` over a target vocabulary of
     linearised trees: PTB tags are the slots, ``(L``/``)L`` the brackets (a word-level vocabulary;
     SentencePiece's word-boundary mark ``▁`` is ignored)."""
     import tensorflow as tf
 
-    from keras_transformer.constraints import BracketConstraint
+    from keras_transformer.decoding.constraints import BracketConstraint
 
     size = int(target_tokenizer.vocab_size)
     pieces = [p.decode("utf-8").lstrip("\u2581")

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="sentences are whitespace-separated tokens already")
     args = parser.parse_args(argv)
     decode_cli.check_options(args, parser)
-    from keras_transformer.presets import get_preset
+    from keras_transformer.models.presets import get_preset
 
     sentences = decode_cli.read_sentences(args.sentences, sys.stdin)
     translator, options = decode_cli.load_translator(args, parser, decoding=get_preset("parser").decoding)

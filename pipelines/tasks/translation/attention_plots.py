@@ -88,8 +88,8 @@ def attention_maps(model, tokenizer, sentence: str, target: str | None = None,
     """Runs ``model`` on ``sentence`` (and its translation) and returns one layer's weights."""
     import tensorflow as tf
 
-    from keras_transformer.beam_search import compiled_beam_search
-    from keras_transformer.presets import DecodingSettings
+    from keras_transformer.decoding.beam import compiled_beam_search
+    from keras_transformer.models.presets import DecodingSettings
 
     config = config or AttentionPlotConfig()
     target_tokenizer = target_tokenizer or tokenizer
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
 
     translator = Translator.from_files(args.model, args.tokenizer)
     config = AttentionPlotConfig(layer=args.layer, kinds=tuple(args.kinds))

@@ -49,6 +49,7 @@ from pipelines.tasks.translation.paper_bleu import (  # noqa: F401  (part of thi
     replace_unicode_punctuation,
     split_compounds,
 )
+from pipelines.tasks.translation.reading import TABLE_FILE, draw_attention, sentence_table, write_table
 from pipelines.tasks.translation.repetition import ends_in_repetition, loop_counts
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class EvalConfig:
     first sentences of the split (quick checks). ``width`` is the number of decimals passed to
     the ``sacrebleu`` command line (``-w``) in the recorded commands. ``extra_splits`` are scored
     after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
-    the corpus' other test splits (``test_unseen``) when it has them.
+    the corpus' other test splits (``test_unseen``) when it has them. ``attention_examples``: how
+    many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
     """
 
     split: str = "test"
@@ -90,6 +92,7 @@ class EvalConfig:
     batch_size: int = 32
     max_sentences: int | None = None
     width: int = 4
+    attention_examples: int = 2
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
@@ -106,6 +109,8 @@ class EvalConfig:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
         if self.max_sentences is not None and self.max_sentences < 1:
             raise ValueError(f"max_sentences must be positive, got {self.max_sentences}")
+        if self.attention_examples < 0:
+            raise ValueError(f"attention_examples must be >= 0, got {self.attention_examples}")
 
 
 @dataclass
@@ -232,7 +237,7 @@ def _make_translator(translator, tokenizer):
         return translator
     if tokenizer is None:
         raise TypeError("evaluate() got a model without a tokenizer; pass tokenizer=... or a Translator")
-    from keras_transformer.translator import Translator
+    from keras_transformer.decoding.translator import Translator
 
     return Translator(translator, tokenizer)
 
@@ -264,7 +269,7 @@ def evaluate(
     """Translates ``split`` of ``corpus`` (and :func:`extra_splits`), writes the files and scores.
 
     Args:
-        translator: a ``Translator``, a loaded export (``keras_transformer.export.load_exported``)
+        translator: a ``Translator``, a loaded export (``keras_transformer.decoding.export.load_exported``)
             or a ``Transformer`` together with ``tokenizer``.
         corpus: the prepared corpus; source and target languages are its own.
         split: overrides ``config.split``.
@@ -279,6 +284,8 @@ def evaluate(
     others = extra_splits(config, split, corpus)  # before decoding: a missing split fails at once
     translator = _make_translator(translator, tokenizer)
     result = _evaluate_split(translator, corpus, split, config, output_dir)
+    draw_attention(translator, json.loads((output_dir / TABLE_FILE).read_text("utf-8")), output_dir,
+                   config.attention_examples)
     for other in others:
         result.others[other] = _evaluate_split(translator, corpus, other, config, output_dir / other)
     if result.others:
@@ -315,6 +322,7 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
     write_lines(output_dir / HYPOTHESES_FILE, hypotheses)
     write_lines(output_dir / TOKENIZED_HYPOTHESES_FILE, [clean_line(paper_tokenize(h)) for h in hypotheses])
     write_lines(output_dir / TOKENIZED_REFERENCES_FILE, [clean_line(paper_tokenize(r)) for r in references])
+    write_table(output_dir, sentence_table(sources, references, hypotheses))
 
     scores = score_files(output_dir, config.width)
     repeated = [i for i, h in enumerate(hypotheses) if ends_in_repetition(h)]
@@ -333,6 +341,7 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
             "references": REFERENCES_FILE,
             "tokenized_hypotheses": TOKENIZED_HYPOTHESES_FILE,
             "tokenized_references": TOKENIZED_REFERENCES_FILE,
+            "sentences": TABLE_FILE,
         },
     }
     _write_scores(output_dir, scores)

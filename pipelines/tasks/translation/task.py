@@ -31,7 +31,9 @@ class TranslationTask(Task):
                  output_dir: Path) -> TaskEvaluation:
         from pipelines.corpus import Corpus
         from pipelines.tasks.translation.evaluation import evaluate
+        from pipelines.tasks.translation.reading import TABLE_FILE
 
         result = evaluate(translator, Corpus.load(corpus_dir), config=eval_config, output_dir=output_dir)
+        tables = {"sentences": TABLE_FILE, **{f"{split}_sentences": f"{split}/{TABLE_FILE}" for split in result.others}}
         return TaskEvaluation(metrics=result.metrics(), primary="bleu", record=result.scores,
-                              examples=result.examples(3), output_dir=Path(output_dir))
+                              examples=result.examples(3), output_dir=Path(output_dir), tables=tables)

@@ -7,7 +7,7 @@ Usage::
     echo "Hello." | translate --model model.keras --tokenizer spm.model --beam-size 1 --alpha 0
 
 ``--model`` is a saved ``.keras`` Transformer (needs ``--tokenizer``) or a directory written by
-``keras_transformer.export.export_translator`` (tokenizer and decoding settings inside). Without
+``keras_transformer.decoding.export.export_translator`` (tokenizer and decoding settings inside). Without
 sentence arguments (or with ``-``) sentences are read from stdin, one per line. Translations go
 to stdout, one per line in input order; logs go to stderr. Decoding defaults are the paper's
 (section 6.1): beam 4, alpha 0.6, maximum length input + 50.

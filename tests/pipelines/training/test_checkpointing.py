@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.checkpoints import model_config_dict
+from keras_transformer.checkpoints.model_checkpoint import model_config_dict
 from pipelines.config import ConfigError
 from pipelines.training import TrainingDivergedError
 from pipelines.training.checkpointing import Resume, RunCheckpoint

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import keras_transformer as kt
-from keras_transformer.export import export_translator
-from keras_transformer.translator import Translator
+from keras_transformer.decoding.export import export_translator
+from keras_transformer.decoding.translator import Translator
 from pipelines.tasks.translation import translate_cli
 
 SENTENCES = ["Shows the current weather.", "", "Documentation for the library."]

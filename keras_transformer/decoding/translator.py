@@ -1,0 +1,162 @@
+"""Translate raw sentences with a trained Transformer: tokenize, beam search, detokenize.
+
+The defaults are the paper's inference settings (section 6.1): beam size 4, length penalty
+alpha = 0.6, maximum output length = input length + 50; pass a preset's ``decoding`` settings
+(``get_preset(name).decoding``) or override per call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from keras_transformer.decoding.beam import compiled_beam_search
+from keras_transformer.decoding.greedy import compiled_greedy_decode
+from keras_transformer.models.presets import DecodingSettings
+
+logger = logging.getLogger(__name__)
+
+
+class Translator:
+    """A model and its tokenizer(s), translating lists of strings.
+
+    Args:
+        model: a (trained) :class:`~keras_transformer.Transformer`.
+        tokenizer: a :class:`~keras_transformer.tokenizer.SubwordTokenizer` (or anything with
+            ``tokenize``/``detokenize`` and ``eos_id``) for the source side, and the target side
+            too unless ``target_tokenizer`` is given (separate vocabularies).
+        decoding: default beam size, length penalty and maximum length offset; the paper's
+            (``DecodingSettings()``) when omitted.
+
+    Sources are encoded as their subword ids followed by EOS, as in training; translations are
+    the best finished beam hypothesis, detokenized up to its EOS.
+    """
+
+    def __init__(self, model, tokenizer, target_tokenizer=None, decoding: DecodingSettings | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.target_tokenizer = target_tokenizer if target_tokenizer is not None else tokenizer
+        self.decoding = decoding if decoding is not None else DecodingSettings()
+        model.config.check_tokenizer(self.tokenizer, "source")
+        model.config.check_tokenizer(self.target_tokenizer, "target")
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, sentences: Sequence[str]) -> list[np.ndarray]:
+        """Source ids per sentence: subword ids then EOS (truncated to what the model can encode)."""
+        if not sentences:
+            return []
+        ragged = self.tokenizer.tokenize(tf.constant(list(sentences), tf.string))
+        eos = self.model.config.eos_id
+        limit = self._source_limit()
+        encoded = []
+        for i, ids in enumerate(ragged.to_list()):
+            if limit is not None and len(ids) + 1 > limit:
+                logger.warning("source sentence %d has %d tokens; truncated to %d", i, len(ids) + 1, limit)
+                ids = ids[: limit - 1]
+            encoded.append(np.asarray(ids + [eos], np.int32))
+        return encoded
+
+    def _source_limit(self) -> int | None:
+        return self.model.config.max_positions
+
+    # ------------------------------------------------------------------ translation
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam_size: int | None = None,
+        alpha: float | None = None,
+        max_length_offset: int | None = None,
+        batch_size: int = 32,
+        greedy: bool = False,
+        n_best: bool = False,
+        constraint=None,
+        slots: Sequence[int] | None = None,
+    ) -> list[str] | list[list[str]]:
+        """Translations of ``sentences``, in order.
+
+        Sentences are sorted by length and decoded in batches of ``batch_size`` so that little
+        padding is computed; the compiled search is traced once per beam size. ``greedy=True``
+        uses greedy decoding instead of beam search (``beam_size`` and ``alpha`` are ignored).
+        ``n_best=True`` returns, per sentence, every finished hypothesis of the beam, best first
+        (for a caller that must reject some, e.g. a parse that is not a tree over its words).
+        ``constraint`` with ``slots`` (one int per sentence) constrains the beam search
+        (:mod:`keras_transformer.decoding.constraints`).
+        """
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError("translate() takes a list of sentences, not a single string")
+        sentences = list(sentences)
+        if not sentences:
+            return []
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        beam_size = self.decoding.beam_size if beam_size is None else int(beam_size)
+        alpha = self.decoding.length_penalty if alpha is None else float(alpha)
+        offset = self.decoding.max_length_offset if max_length_offset is None else int(max_length_offset)
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be a positive integer, got {beam_size}")
+        if alpha < 0:
+            raise ValueError(f"length penalty alpha must be >= 0, got {alpha}")
+
+        encoded = self.encode(sentences)
+        # Longest first: the first batch shows the worst-case time, and similar lengths share
+        # a batch. Ties keep input order (stable sort) so results do not depend on the sort.
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        pad = self.model.config.pad_id
+        translations: list = [None] * len(sentences)
+        if constraint is not None and (greedy or slots is None or len(slots) != len(sentences)):
+            raise ValueError("a constraint needs beam search and one slots value per sentence")
+        if greedy:
+            decode = compiled_greedy_decode(self.model)
+        else:
+            decode = compiled_beam_search(self.model, beam_size, constraint)
+        logger.info(
+            "translating %d sentences in %d batches (%s)",
+            len(sentences),
+            len(batches),
+            "greedy" if greedy else f"beam {beam_size}, alpha {alpha}, max length input + {offset}",
+        )
+        for batch in tqdm(batches, desc="translating", unit="batch", disable=None):
+            width = max(len(encoded[i]) for i in batch)
+            source = np.full((len(batch), width), pad, np.int32)
+            for row, i in enumerate(batch):
+                source[row, : len(encoded[i])] = encoded[i]
+            if greedy:
+                ids = decode(tf.constant(source), tf.constant(offset, tf.int32)).ids[:, None]
+                found = np.ones(ids.shape[:2], bool)
+            else:
+                inputs = [tf.constant(source), tf.constant(alpha, tf.float32), tf.constant(offset, tf.int32)]
+                if constraint is not None:
+                    inputs.append(tf.constant([int(slots[i]) for i in batch], tf.int32))
+                result = decode(*inputs)
+                ids = result.ids if n_best else result.ids[:, :1]
+                found = np.isfinite(result.scores.numpy()[:, : ids.shape[1]])
+            shape = tf.shape(ids)
+            texts = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])).numpy()
+            texts = texts.reshape(int(shape[0]), int(shape[1]))
+            for row, i in enumerate(batch):
+                hypotheses = [t.decode("utf-8") for t, ok in zip(texts[row], found[row]) if ok]
+                translations[i] = hypotheses if n_best else (hypotheses[0] if hypotheses else "")
+        return translations
+
+    def __call__(self, sentences: Sequence[str], **kwargs) -> list[str]:
+        return self.translate(sentences, **kwargs)
+
+    @classmethod
+    def from_files(cls, model_path, tokenizer_path, target_tokenizer_path=None, decoding=None) -> Translator:
+        """A translator from a saved ``.keras`` model and SentencePiece ``.model`` file(s)."""
+        import keras
+
+        from keras_transformer.models.transformer import Transformer  # noqa: F401  (registers classes)
+        from keras_transformer.tokenizer import SubwordTokenizer
+
+        model = keras.saving.load_model(model_path, compile=False)
+        tokenizer = SubwordTokenizer(tokenizer_path)
+        target = SubwordTokenizer(target_tokenizer_path) if target_tokenizer_path else None
+        return cls(model, tokenizer, target, decoding)

@@ -1,0 +1,70 @@
+"""What a user reads of a translation run: its test sentences as a table, and attention pictures.
+
+A corpus BLEU says how much a model is better, not how it fails. So each evaluation also writes
+``sentences.json``, every test sentence beside its reference and translation with its sentence
+BLEU (sacreBLEU's ``sentence_bleu``, effective order), worst first, in the ``columns`` / ``data``
+form that MLflow shows as a table, and the encoder-decoder attention of the last layer (the
+paper's Figures 3-5) for the best and the worst few (``attention/best-1.png``, ...): the model
+run with teacher forcing on the translation it gave, so the picture is of that translation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TABLE_FILE = "sentences.json"
+ATTENTION_DIR = "attention"
+COLUMNS = ["sentence_bleu", "line", "source", "reference", "translation"]
+
+
+def sentence_table(sources: list[str], references: list[str], hypotheses: list[str]) -> dict[str, Any]:
+    """Every sentence with its sentence BLEU, worst first (ties by line); ``line`` is 1-based."""
+    import sacrebleu
+
+    rows = [[round(sacrebleu.sentence_bleu(hypothesis, [reference]).score, 2), line, source, reference, hypothesis]
+            for line, (source, reference, hypothesis) in enumerate(zip(sources, references, hypotheses), 1)]
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return {"columns": COLUMNS, "data": rows}
+
+
+def write_table(output_dir: Path, table: dict[str, Any]) -> Path:
+    path = Path(output_dir) / TABLE_FILE
+    path.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def extremes(table: dict[str, Any], count: int) -> dict[str, list[tuple[str, str]]]:
+    """(source, translation) of the ``count`` worst and best sentences (both sides non-empty)."""
+    rows = [row for row in table["data"] if row[2].strip() and row[4].strip()]
+    count = min(count, len(rows) // 2)
+    return {"worst": [(row[2], row[4]) for row in rows[:count]],
+            "best": [(row[2], row[4]) for row in rows[::-1][:count]]}
+
+
+def draw_attention(translator: Any, table: dict[str, Any], output_dir: Path, count: int = 2) -> list[Path]:
+    """``attention/<best|worst>-<i>.png``: the last layer's encoder-decoder attention, every head,
+    for the ``count`` best and worst sentences. Nothing when ``translator`` holds no Keras model
+    (a loaded SavedModel export has no attention to show)."""
+    from pipelines.tasks.translation.attention_plots import AttentionPlotConfig, plot_attention
+
+    model = getattr(translator, "model", None)
+    if model is None or count <= 0:
+        return []
+    config = AttentionPlotConfig(kinds=("encoder_decoder",))
+    written = []
+    for name, sentences in extremes(table, count).items():
+        for index, (source, translation) in enumerate(sentences, 1):
+            directory = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}"
+            paths = plot_attention(model, translator.tokenizer, source, directory, config, target=translation,
+                                   target_tokenizer=translator.target_tokenizer)
+            target = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}.png"
+            paths["encoder_decoder"].replace(target)
+            directory.rmdir()
+            written.append(target)
+    logger.info("attention of the %d best and worst sentences in %s", count, Path(output_dir) / ATTENTION_DIR)
+    return written

@@ -1,0 +1,121 @@
+"""The exported SavedModel translates raw strings like the Translator, in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding.export import (
+    METADATA_FILE,
+    OUTPUT_NAME,
+    SIGNATURE_KEY,
+    export_translator,
+    is_exported_translator,
+    load_exported,
+)
+from keras_transformer.decoding.translator import Translator
+from tests.keras_transformer.tiny_models import tiny_transformer
+
+SENTENCES = [
+    "Shows the current weather.",
+    "A library for reading and writing PNG images, with tools.",
+    "",
+    "Überprüfung — „Anführungszeichen“ und Umlaute: äöü ß.",
+]
+BEAM, ALPHA, OFFSET = 3, 0.6, 5
+
+# Runs in a new interpreter that can import TensorFlow and tensorflow_text but not this
+# project; it records every Keras function executed while loading and translating.
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import json, os, sys
+
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("keras_transformer", "pipelines", "flows"):
+                raise ImportError("not allowed in the fresh process: " + name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    keras_calls = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and os.sep + "keras" + os.sep in frame.f_code.co_filename:
+            keras_calls.add(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    module = tf.saved_model.load(sys.argv[1])
+    sentences = json.loads(sys.argv[2])
+    direct = module.translate(tf.constant(sentences, tf.string)).numpy()
+    served = module.signatures["serving_default"](sentences=tf.constant(sentences, tf.string))
+    sys.setprofile(None)
+    print(json.dumps({
+        "direct": [t.decode("utf-8") for t in direct],
+        "served": [t.decode("utf-8") for t in served["translations"].numpy()],
+        "keras_calls": sorted(keras_calls),
+        "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in ("keras_transformer", "pipelines")),
+    }))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_transformer(tokenizer.vocab_size, num_layers=2)
+
+
+@pytest.fixture(scope="module")
+def exported(model, tokenizer, tmp_path_factory):
+    path = tmp_path_factory.mktemp("export") / "translator"
+    return export_translator(model, tokenizer, path, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
+
+
+def test_export_writes_saved_model_with_settings(exported):
+    assert is_exported_translator(exported)
+    metadata = json.loads((exported / METADATA_FILE).read_text("utf-8"))
+    assert metadata["beam_size"] == BEAM and metadata["alpha"] == ALPHA
+    assert metadata["max_length_offset"] == OFFSET
+
+
+def test_reloaded_in_fresh_process_translates_like_translator(exported, model, tokenizer):
+    expected = Translator(model, tokenizer).translate(
+        SENTENCES, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(exported), json.dumps(SENTENCES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(exported.parent),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["project_modules"] == []
+    assert report["keras_calls"] == [], "loading or running the export executed Keras code"
+    assert report["direct"] == expected
+    assert report["served"] == expected
+
+
+def test_load_exported_wrapper(exported, model, tokenizer):
+    loaded = load_exported(exported)
+    assert loaded.settings["beam_size"] == BEAM
+    out = loaded.translate(SENTENCES)
+    expected = Translator(model, tokenizer).translate(
+        SENTENCES, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
+    )
+    assert out == expected
+    served = loaded.module.signatures[SIGNATURE_KEY](sentences=tf.constant(SENTENCES))
+    assert served[OUTPUT_NAME].shape == (len(SENTENCES),)
+    assert loaded.translate([]) == []
