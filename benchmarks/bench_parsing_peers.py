@@ -45,8 +45,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from parsing_peers import PCFG, predict_supar, read_pid, train_supar, write_pid  # noqa: E402
+from pcfg_peer import PCFG  # noqa: E402
 from report import emit
+from supar_peer import predict_supar, read_pid, train_supar, write_pid  # noqa: E402
 
 from pipelines.tasks.parsing.evalb import score_trees  # noqa: E402
 from pipelines.tasks.parsing.tree import Tree  # noqa: E402

@@ -66,6 +66,8 @@ class PipelineConfig:
             self.evaluation = self.task.eval_config()
         if not self.data.output_dir:
             self.data.output_dir = str(run / self.task.default_data_dir(self.data))
+        if not self.tracking.experiment:
+            self.tracking.experiment = f"transformer-{self.task.name}"
         if not self.input.cache_dir:
             self.input.cache_dir = str(run / "cache")
         # Not chosen: each MLflow run gets its own (an explicit directory is kept, whatever it is).

@@ -30,23 +30,22 @@ from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import ConfigError, to_dict
+from pipelines.training.config import operational_settings
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "mlflow_run.json"
 LOCK_FILE = ".lock"
-RESUME_CHOICES = ("auto", "never")
 #: What decides the trained model. Evaluation, averaging, tracking and export may change on a
-#: resume (recorded as ``changed_on_resume``), and so may these operational train settings.
+#: resume (recorded as ``changed_on_resume``), and so may the train settings marked operational.
 FINGERPRINTED = ("data", "tokenizer", "input", "train")
-OPERATIONAL = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_every_minutes", "log_every",
-                         "progress_bar", "validate_every_steps", "validation_max_batches", "keep_checkpoints"})
 
 
 def settings_fingerprint(config: Any) -> str:
     settings = to_dict(config)
     picked = {section: settings[section] for section in FINGERPRINTED}
-    picked["train"] = {k: v for k, v in picked["train"].items() if k not in OPERATIONAL}
+    operational = operational_settings()
+    picked["train"] = {k: v for k, v in picked["train"].items() if k not in operational}
     picked["data"] = {k: v for k, v in picked["data"].items() if k != "output_dir"}
     picked["input"] = {k: v for k, v in picked["input"].items() if k != "cache_dir"}
     return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:16]

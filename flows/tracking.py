@@ -39,7 +39,8 @@ class TrackingConfig:
     """Where runs are recorded and how the model is registered.
 
     ``tracking_uri``: default ``MLFLOW_TRACKING_URI``, else ``sqlite:///<run_dir>/mlflow.db``.
-    ``experiment``, ``run_name``; ``log_every_steps`` for per-step training metrics;
+    ``experiment`` (a pipeline's default: ``transformer-<task>``), ``run_name``;
+    ``log_every_steps`` for per-step training metrics;
     ``parent_run_id``: nest the run under that one (an ablation's variants, :mod:`flows.ablation`).
     ``register``: log the export as an MLflow model, register it as a version of
     ``registered_model`` and promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
@@ -49,7 +50,7 @@ class TrackingConfig:
     """
 
     tracking_uri: str | None = None
-    experiment: str = "transformer-translation"
+    experiment: str | None = None
     run_name: str | None = None
     log_every_steps: int = 10
     register: bool = True
@@ -155,6 +156,10 @@ class Tracker:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        if not config.experiment:
+            from pipelines.config import ConfigError
+
+            raise ConfigError("tracking.experiment: name the MLflow experiment the run belongs to")
         run_dir = Path(run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         uri = resolve_tracking_uri(config, run_dir)

@@ -144,7 +144,7 @@ def cached_score_fn(model, encoder_outputs, encoder_padding_mask, static_cache) 
     def score_fn(ids, step, state):
         # The newest token only; every earlier position is represented by the cache.
         tokens = ids[:, step][:, None]
-        logits, cache = model.decode(
+        logits, cache, _ = model.decode(
             tokens,
             encoder_outputs,
             encoder_padding_mask,
@@ -168,7 +168,7 @@ def uncached_score_fn(model, encoder_outputs, encoder_padding_mask, word_states=
 
     def score_fn(ids, step, state):
         logits = model.decode(ids[:, : step + 1], encoder_outputs, encoder_padding_mask, training=False,
-                              word_states=word_states)
+                              word_states=word_states).logits
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1, :], tf.float32), axis=-1)
         return forbid_tokens(log_probs, forbidden), state
 

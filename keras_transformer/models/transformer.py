@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
@@ -20,6 +21,14 @@ from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.presets import TrainingRecipe, get_preset
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy, Perplexity
+
+
+class DecoderOutput(NamedTuple):
+    """What :meth:`Transformer.decode` returns, always the same three fields."""
+
+    logits: Any
+    cache: dict | None
+    attention: list | None
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -246,8 +255,9 @@ class Transformer(keras.Model):
             word_states: ``word_states(source_ids, encoder_outputs)``, required by a model with
                 ``word_alignment`` unless the cache holds them (``init_cache(..., source_ids)``).
 
-        Returns ``logits``, then the updated cache if one was given, then (with
-        ``return_attention_scores``) a list of per-layer ``{"self": ..., "cross": ...}``.
+        Returns a :class:`DecoderOutput`: ``logits``; ``cache``, the updated cache (None without
+        one); ``attention``, per layer ``{"self": ..., "cross": ...}`` (None unless
+        ``return_attention_scores``).
         """
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids)
@@ -294,13 +304,10 @@ class Transformer(keras.Model):
             logits = self.output_projection(x)
         else:
             logits = self.target_embedding.project(x)
-        # Logits, softmax and loss stay in float32 under mixed precision.
-        results = [ops.cast(logits, "float32")]
         if cache is not None:
-            results.append({**cache, "self": new_self_caches, **({} if slots is None else {"slots": slots})})
-        if return_attention_scores:
-            results.append(scores)
-        return results[0] if len(results) == 1 else tuple(results)
+            cache = {**cache, "self": new_self_caches, **({} if slots is None else {"slots": slots})}
+        # Logits, softmax and loss stay in float32 under mixed precision.
+        return DecoderOutput(ops.cast(logits, "float32"), cache, scores if return_attention_scores else None)
 
     def init_cache(self, encoder_outputs, max_length, source_ids=None):
         """Cache for incremental decoding of up to ``max_length`` target positions.
@@ -338,7 +345,7 @@ class Transformer(keras.Model):
         return self.decode(
             target_ids, encoder_outputs, self.padding_mask(source_ids), training=training,
             word_states=self.word_states(source_ids, encoder_outputs),
-        )
+        ).logits
 
     # ------------------------------------------------------------------ training set-up
 

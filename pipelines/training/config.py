@@ -46,6 +46,18 @@ class TrainingDivergedError(RuntimeError):
         )
 
 
+#: Marks a train setting that does not change the trained model (where and how often it is saved,
+#: logged or validated): a run resumes across a change of it (:func:`operational_settings`).
+OPERATIONAL = {"operational": True}
+
+
+def operational_settings() -> frozenset[str]:
+    """The names of :class:`TrainConfig`'s operational settings."""
+    from dataclasses import fields
+
+    return frozenset(f.name for f in fields(TrainConfig) if f.metadata.get("operational"))
+
+
 @dataclass
 class TrainConfig:
     """Settings of the training stage; ``None`` means "the preset's value".
@@ -105,10 +117,10 @@ class TrainConfig:
     tokens_per_step: int | None = None
     accumulation_batches: int | None = None
     #: ``None``: ``runs/train`` for the stage alone; the pipeline flow gives each run its own.
-    checkpoint_dir: str | None = None
-    checkpoint_every_steps: int | None = 100
-    checkpoint_every_minutes: float | None = 10.0
-    keep_checkpoints: int | None = None
+    checkpoint_dir: str | None = field(default=None, metadata=OPERATIONAL)
+    checkpoint_every_steps: int | None = field(default=100, metadata=OPERATIONAL)
+    checkpoint_every_minutes: float | None = field(default=10.0, metadata=OPERATIONAL)
+    keep_checkpoints: int | None = field(default=None, metadata=OPERATIONAL)
     data_resume: str = "skip"
     strategy: str = "auto"
     devices: list[str] | None = None
@@ -118,10 +130,10 @@ class TrainConfig:
     initial_loss_scale: float = 2.0**15
     loss_scale_growth_steps: int = 2000
     seed: int = 0
-    log_every: int = 50
-    progress_bar: bool = True
-    validate_every_steps: int | None = None
-    validation_max_batches: int | None = None
+    log_every: int = field(default=50, metadata=OPERATIONAL)
+    progress_bar: bool = field(default=True, metadata=OPERATIONAL)
+    validate_every_steps: int | None = field(default=None, metadata=OPERATIONAL)
+    validation_max_batches: int | None = field(default=None, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:

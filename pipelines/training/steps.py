@@ -58,7 +58,7 @@ class StepFunctions:
                 real = tf.not_equal(target_out, pad_id)
                 encoded = model.encode(source, training=True)
                 logits = model.decode(target_in, encoded, model.padding_mask(source), training=True,
-                                      logits_mask=real, word_states=model.word_states(source, encoded))
+                                      logits_mask=real, word_states=model.word_states(source, encoded)).logits
                 labels = tf.boolean_mask(target_out, real)
                 losses, mask = label_smoothed_nll(labels, logits, label_smoothing, pad_id)
                 loss_sum = tf.reduce_sum(losses)

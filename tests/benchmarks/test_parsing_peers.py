@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 try:
     from bench_parsing_peers import main
-    from parsing_peers import PCFG, binarize, read_pid, signature, unbinarize, write_pid
+    from pcfg_peer import PCFG, binarize, signature, unbinarize
+    from supar_peer import read_pid, write_pid
 finally:
     sys.path.pop(0)
 
@@ -142,7 +143,7 @@ def test_supar_log_and_missing_predictions(tmp_path):
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         from bench_parsing_peers import align
-        from parsing_peers import supar_epochs
+        from supar_peer import supar_epochs
     finally:
         sys.path.pop(0)
     # the lines of supar's model.train.log that count (its format as of supar-bauwenst 1.2.1)

@@ -118,10 +118,10 @@ def attention_maps(model, tokenizer, sentence: str, target: str | None = None,
     decoder_input = tf.constant([[c.bos_id] + target_ids[:-1]], tf.int32)
 
     encoder_outputs, encoder_scores = model.encode(source, training=False, return_attention_scores=True)
-    _, decoder_scores = model.decode(
+    decoder_scores = model.decode(
         decoder_input, encoder_outputs, model.padding_mask(source), training=False,
         return_attention_scores=True, word_states=model.word_states(source, encoder_outputs),
-    )
+    ).attention
     weights = {
         "encoder_self": np.asarray(encoder_scores[layer])[0],
         "encoder_decoder": np.asarray(decoder_scores[layer]["cross"])[0],

@@ -98,11 +98,11 @@ def test_cached_step_logits_equal_full_decoder(settings):
 
     encoder_outputs = model.encode(source, training=False)
     mask = model.padding_mask(source)
-    full = model.decode(target, encoder_outputs, mask, training=False).numpy()
+    full = model.decode(target, encoder_outputs, mask, training=False).logits.numpy()
 
     cache = model.init_cache(encoder_outputs, max_length=target.shape[1])
     for t in range(target.shape[1]):
-        logits, cache = model.decode(
+        logits, cache, _ = model.decode(
             target[:, t : t + 1], encoder_outputs, mask, cache=cache, cache_index=t, training=False
         )
         np.testing.assert_allclose(logits.numpy()[:, 0], full[:, t], atol=1e-4, rtol=1e-4)

@@ -75,10 +75,12 @@ def test_dropout_only_in_training(model):
 def test_encode_and_decode_compose_to_call(model):
     source, target = _ids((2, 6), 12), _ids((2, 4), 13)
     encoded = model.encode(source)
-    logits = model.decode(target, encoded, model.padding_mask(source))
+    output = model.decode(target, encoded, model.padding_mask(source))
+    assert output.cache is None and output.attention is None
+    logits = output.logits
     np.testing.assert_allclose(np.asarray(logits), np.asarray(model((source, target))), atol=1e-6)
     _, enc_scores = model.encode(source, return_attention_scores=True)
-    _, dec_scores = model.decode(target, encoded, model.padding_mask(source), return_attention_scores=True)
+    dec_scores = model.decode(target, encoded, model.padding_mask(source), return_attention_scores=True).attention
     assert len(enc_scores) == 2 and enc_scores[0].shape == (2, 4, 6, 6)
     assert dec_scores[1]["cross"].shape == (2, 4, 4, 6) and dec_scores[1]["self"].shape == (2, 4, 4, 4)
 
@@ -90,8 +92,8 @@ def test_logits_mask_gives_the_logits_of_the_chosen_positions_in_order(tied):
     source, target = _ids((3, 6), 14), _ids((3, 5), 15)
     chosen = np.random.default_rng(16).random((3, 5)) < 0.6
     encoded = model.encode(source)
-    full = np.asarray(model.decode(target, encoded, model.padding_mask(source)))
-    some = np.asarray(model.decode(target, encoded, model.padding_mask(source), logits_mask=chosen))
+    full = np.asarray(model.decode(target, encoded, model.padding_mask(source)).logits)
+    some = np.asarray(model.decode(target, encoded, model.padding_mask(source), logits_mask=chosen).logits)
     assert some.shape == (chosen.sum(), VOCAB) and some.dtype == np.float32
     np.testing.assert_allclose(some, full[chosen], atol=1e-6)
 
@@ -104,7 +106,7 @@ def test_cached_decoding_gives_the_full_decoder_logits(model):
     cache = model.init_cache(encoded, max_length=12)
     steps = []
     for t in range(target.shape[1]):
-        logits, cache = model.decode(
+        logits, cache, _ = model.decode(
             target[:, t : t + 1], encoded, model.padding_mask(source), cache=cache, cache_index=t
         )
         steps.append(np.asarray(logits)[:, 0])
