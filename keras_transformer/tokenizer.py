@@ -20,7 +20,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-#: What Python's ``str.split()`` splits on that NFKC does not already turn into a space.
+#: What Python's ``str.split()`` splits on (``str.isspace``), in RE2 syntax (RE2's ``\s`` lacks some).
 _WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
                r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+")
 
@@ -31,7 +31,16 @@ def normalize(strings: tf.Tensor) -> tf.Tensor:
     The same normalisation as the corpus cleaning's (``pipelines.tasks.translation.cleaning.normalize_text``), so
     that every entry point, including an exported SavedModel, sees text the way training did.
     """
-    text = tf_text.normalize_utf8(strings, "NFKC")
+    return one_line(tf_text.normalize_utf8(strings, "NFKC"))
+
+
+def one_line(text: tf.Tensor) -> tf.Tensor:
+    """Every run of whitespace (line breaks included) as one space, none at either end.
+
+    A model can write any piece, a vertical tab or a line break too. An output is scored as one
+    line of a file, which strips and splits on them; normalising here, in the graph, makes the
+    string a user gets from a translator or its export the one that was scored.
+    """
     text = tf.strings.regex_replace(text, _WHITESPACE, " ")
     return tf.strings.regex_replace(text, r"^ | $", "")
 
@@ -107,7 +116,8 @@ class SubwordTokenizer(tf.Module):
         return self._sp.tokenize(normalize(tf.convert_to_tensor(strings, dtype=tf.string)))
 
     def detokenize(self, ids) -> tf.Tensor:
-        """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on.
+        """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on,
+        each :func:`one_line`.
 
         ``ids`` may be a dense ``[batch, length]`` tensor (e.g. decoder output), a ragged
         ``[batch, (length)]`` tensor (e.g. from :meth:`tokenize`), or a single 1-D sequence,
@@ -122,7 +132,7 @@ class SubwordTokenizer(tf.Module):
         # Positions strictly before the first EOS: the running count of EOS tokens is still 0.
         before_eos = tf.math.cumsum(tf.cast(tf.equal(ids, self._eos_id), tf.int32), axis=-1) == 0
         keep = before_eos & tf.not_equal(ids, self._pad_id) & tf.not_equal(ids, self._bos_id)
-        text = self._sp.detokenize(tf.ragged.boolean_mask(ids, keep))
+        text = one_line(self._sp.detokenize(tf.ragged.boolean_mask(ids, keep)))
         return text[0] if single else text
 
     def id_to_piece(self, ids) -> tf.Tensor:

@@ -128,3 +128,11 @@ def test_two_tokenizers_in_one_savedmodel_stay_apart(tokenizer, tmp_path):
     tf.saved_model.save(Pair(tokenizer, target), str(tmp_path / "pair"))
     loaded = tf.saved_model.load(str(tmp_path / "pair"))
     assert [t.numpy().tolist() for t in loaded.decode_both(ids)] == expected
+
+
+@pytest.mark.parametrize("text", ["ab  c\x0b\x0b", "\u2028 x\ny ", "tab\there\x85", "plain", "", " \x1c "])
+def test_one_line_is_pythons_split_and_join(text):
+    """What a translator returns is what a one-line file scores: ``" ".join(text.split())``."""
+    from keras_transformer.tokenizer import one_line
+
+    assert one_line(tf.constant([text])).numpy()[0].decode("utf-8") == " ".join(text.split())
