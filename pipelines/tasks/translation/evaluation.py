@@ -283,9 +283,7 @@ def evaluate(
     output_dir = Path(output_dir)
     others = extra_splits(config, split, corpus)  # before decoding: a missing split fails at once
     translator = _make_translator(translator, tokenizer)
-    result = _evaluate_split(translator, corpus, split, config, output_dir)
-    draw_attention(translator, json.loads((output_dir / TABLE_FILE).read_text("utf-8")), output_dir,
-                   config.attention_examples)
+    result = _evaluate_split(translator, corpus, split, config, output_dir, config.attention_examples)
     for other in others:
         result.others[other] = _evaluate_split(translator, corpus, other, config, output_dir / other)
     if result.others:
@@ -301,8 +299,10 @@ def evaluate(
     return result
 
 
-def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, output_dir: Path) -> EvalResult:
-    """One split: decode, write the files, score them, write ``scores.json``."""
+def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, output_dir: Path,
+                    attention_examples: int = 0) -> EvalResult:
+    """One split: decode, write the files (and the attention of ``attention_examples`` best and
+    worst sentences), score them, write ``scores.json``."""
     output_dir.mkdir(parents=True, exist_ok=True)
     pairs = list(corpus.pairs(split))
     if config.max_sentences is not None:
@@ -322,7 +322,9 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
     write_lines(output_dir / HYPOTHESES_FILE, hypotheses)
     write_lines(output_dir / TOKENIZED_HYPOTHESES_FILE, [clean_line(paper_tokenize(h)) for h in hypotheses])
     write_lines(output_dir / TOKENIZED_REFERENCES_FILE, [clean_line(paper_tokenize(r)) for r in references])
-    write_table(output_dir, sentence_table(sources, references, hypotheses))
+    table = sentence_table(sources, references, hypotheses)
+    write_table(output_dir, table)
+    draw_attention(translator, table, output_dir, attention_examples)
 
     scores = score_files(output_dir, config.width)
     repeated = [i for i, h in enumerate(hypotheses) if ends_in_repetition(h)]

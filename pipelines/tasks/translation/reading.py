@@ -50,7 +50,7 @@ def draw_attention(translator: Any, table: dict[str, Any], output_dir: Path, cou
     """``attention/<best|worst>-<i>.png``: the last layer's encoder-decoder attention, every head,
     for the ``count`` best and worst sentences. Nothing when ``translator`` holds no Keras model
     (a loaded SavedModel export has no attention to show)."""
-    from pipelines.tasks.translation.attention_plots import AttentionPlotConfig, plot_attention
+    from pipelines.tasks.translation.attention_plots import AttentionPlotConfig, attention_maps, draw_heads
 
     model = getattr(translator, "model", None)
     if model is None or count <= 0:
@@ -59,12 +59,12 @@ def draw_attention(translator: Any, table: dict[str, Any], output_dir: Path, cou
     written = []
     for name, sentences in extremes(table, count).items():
         for index, (source, translation) in enumerate(sentences, 1):
-            directory = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}"
-            paths = plot_attention(model, translator.tokenizer, source, directory, config, target=translation,
-                                   target_tokenizer=translator.target_tokenizer)
-            target = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}.png"
-            paths["encoder_decoder"].replace(target)
-            directory.rmdir()
-            written.append(target)
+            maps = attention_maps(model, translator.tokenizer, source, translation, config,
+                                  translator.target_tokenizer)
+            rows, columns = maps.labels("encoder_decoder")
+            title = f"Encoder-decoder attention, layer {maps.layer + 1}: {name} {index} by sentence BLEU"
+            path = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}.png"
+            written.append(draw_heads(maps.weights["encoder_decoder"], rows, columns, title, path,
+                                      config.columns, config.dpi))
     logger.info("attention of the %d best and worst sentences in %s", count, Path(output_dir) / ATTENTION_DIR)
     return written
