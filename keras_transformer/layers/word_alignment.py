@@ -16,6 +16,12 @@ whole shifted target) and in incremental decoding (the running slot count is par
 cache and follows the beams), and it is the count the bracket constraint keeps
 (:class:`~keras_transformer.decoding.constraints.BracketConstraint`: slots left = words - slots written).
 
+With ``tagger`` the layer also classifies each word's encoder state into a slot token (its POS
+tag), the tagger head of multi-task parsers (Vinyals et al. 2015 drop tags from the tree; here
+the tag is the word's, predicted from its state): ``auxiliary`` trains it beside the decoder
+(:func:`tagging_loss`), which pushes the encoder to hold each word's category; ``fused`` also adds
+its logits to the decoder's at every step, a direct path from the current word to its tag.
+
 Word starts are the source pieces SentencePiece marks with ``▁`` (it never merges across
 whitespace); slots are the target pieces that are neither brackets nor special tokens. Both are
 id lists in the model's config (:func:`alignment_ids` reads them off the tokenizers).
@@ -72,10 +78,13 @@ class WordAlignment(keras.layers.Layer):
         word_start_ids: source ids of pieces that begin a word.
         slot_ids: target ids of slot tokens (one per word).
         source_vocab_size, target_vocab_size: vocabulary sizes (the tables' lengths).
+        tagger: ``none``, ``auxiliary`` or ``fused`` (module docstring).
     """
 
-    def __init__(self, word_start_ids, slot_ids, source_vocab_size: int, target_vocab_size: int, **kwargs):
+    def __init__(self, word_start_ids, slot_ids, source_vocab_size: int, target_vocab_size: int,
+                 tagger: str = "none", **kwargs):
         super().__init__(**kwargs)
+        self.tagger = tagger
         self.word_start_ids = [int(i) for i in word_start_ids]
         self.slot_ids = [int(i) for i in slot_ids]
         self.source_vocab_size = int(source_vocab_size)
@@ -87,12 +96,15 @@ class WordAlignment(keras.layers.Layer):
                                  f"{len(ids)} ids" + (f" from {min(ids)} to {max(ids)}" if ids else ""))
         self._word_start_table = _indicator(self.word_start_ids, self.source_vocab_size)
         self._slot_table = _indicator(self.slot_ids, self.target_vocab_size)
-        self.projection = None
+        self.projection = self.tag_projection = None
 
     def build(self, input_shape=None):
         d_model = input_shape[-1]
         self.projection = keras.layers.Dense(d_model, use_bias=False, dtype=self.dtype_policy, name="projection")
         self.projection.build((None, None, d_model))
+        if self.tagger != "none":
+            self.tag_projection = keras.layers.Dense(self.target_vocab_size, dtype=self.dtype_policy, name="tagger")
+            self.tag_projection.build((None, None, d_model))
         self.built = True
 
     def word_states(self, source_ids, encoder_outputs):
@@ -118,14 +130,39 @@ class WordAlignment(keras.layers.Layer):
             pointer = pointer + ops.cast(slots_before, "int32")[:, None]
         return pointer, pointer[:, -1]
 
-    def call(self, word_states, pointer):
-        """``[batch, target_length, d_model]``: the projected state of each position's word (zero
-        once the pointer is past the last word: those rows of ``word_states`` are zero)."""
+    @staticmethod
+    def aligned(word_states, pointer):
+        """``[batch, target_length, d_model]``: each position's word state (zero once the pointer is
+        past the last word: those rows of ``word_states`` are zero)."""
         select = ops.one_hot(pointer, ops.shape(word_states)[1], dtype=word_states.dtype)
-        return self.projection(ops.matmul(select, word_states))
+        return ops.matmul(select, word_states)
+
+    def call(self, word_states, pointer):
+        """The projected :meth:`aligned` states, added to the decoder's inputs."""
+        return self.projection(self.aligned(word_states, pointer))
+
+    def tag_logits(self, word_states, pointer):
+        """``[batch, target_length, target_vocab]`` float32: the tagger's logits for each position's word."""
+        return ops.cast(self.tag_projection(self.aligned(word_states, pointer)), "float32")
 
     def get_config(self):
         config = super().get_config()
         config.update(word_start_ids=self.word_start_ids, slot_ids=self.slot_ids,
-                      source_vocab_size=self.source_vocab_size, target_vocab_size=self.target_vocab_size)
+                      source_vocab_size=self.source_vocab_size, target_vocab_size=self.target_vocab_size,
+                      tagger=self.tagger)
         return config
+
+
+def tagging_loss(alignment: WordAlignment, word_states, target_in, target_out, label_smoothing=0.0, pad_id=0):
+    """Sum of the tagger's smoothed cross-entropy over the slot tokens of ``target_out``.
+
+    Position ``t``'s word is the pointer over ``target_in`` (teacher forcing), the word the slot
+    ``target_out[t]`` covers, as in decoding.
+    """
+    from keras_transformer.training.losses import label_smoothed_nll
+
+    pointer, _ = alignment.pointer(target_in)
+    logits = alignment.tag_logits(word_states, pointer)
+    losses, _ = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
+    is_slot = ops.take(ops.convert_to_tensor(alignment._slot_table), ops.cast(target_out, "int32"))
+    return ops.sum(losses * ops.cast(is_slot, "float32"))

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+TAGGERS = ("none", "auxiliary", "fused")
 
 
 def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
@@ -25,7 +26,9 @@ class TransformerConfig:
     before its sublayer (pre-norm; the paper's post-norm is the default). ``word_alignment`` adds
     to each decoder input the encoder state of the next word to cover (parsing;
     :mod:`keras_transformer.layers.word_alignment`), with the source ids that begin a word
-    (``word_start_ids``) and the target ids that stand for a word (``slot_ids``).
+    (``word_start_ids``) and the target ids that stand for a word (``slot_ids``). ``tagger``
+    (with ``word_alignment``) adds a slot classifier over each word's encoder state: trained
+    beside the decoder (``auxiliary``) or also added to the decoder's logits (``fused``).
     """
 
     vocab_size: int | None = None
@@ -51,6 +54,7 @@ class TransformerConfig:
     word_alignment: bool = False
     word_start_ids: tuple[int, ...] | None = None
     slot_ids: tuple[int, ...] | None = None
+    tagger: str = "none"
     pad_id: int = 0
     bos_id: int = 2
     eos_id: int = 3
@@ -108,6 +112,10 @@ class TransformerConfig:
                 fail(name, value, "must be in [0, 1)")
         if self.positional_encoding not in POSITIONAL_ENCODINGS:
             fail("positional_encoding", self.positional_encoding, f"use one of {POSITIONAL_ENCODINGS}")
+        if self.tagger not in TAGGERS:
+            fail("tagger", self.tagger, f"use one of {TAGGERS}")
+        if self.tagger != "none" and not self.word_alignment:
+            fail("tagger", self.tagger, "the tagger reads the aligned word states: it needs word_alignment=True")
         if self.d_model % 2 and self.positional_encoding == "sinusoidal":
             fail("d_model", self.d_model, "sinusoidal encodings (section 3.5) need an even d_model")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}

@@ -56,7 +56,8 @@ class Transformer(keras.Model):
             paper's LayerNorm(x + Sublayer(x)) (``PreNormResidual``).
         word_alignment, word_start_ids, slot_ids: add to each decoder input the encoder state of
             the next word to cover, for parsing (:class:`~keras_transformer.layers.word_alignment.WordAlignment`;
-            the ids from :func:`~keras_transformer.layers.word_alignment.alignment_ids`).
+            the ids from :func:`~keras_transformer.layers.word_alignment.alignment_ids`); ``tagger``
+            a slot classifier over them (``none``/``auxiliary``/``fused``).
         pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
         training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
         **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
@@ -134,7 +135,7 @@ class Transformer(keras.Model):
                                  "`slot_ids` (keras_transformer.layers.word_alignment.alignment_ids(source_tokenizer, "
                                  "target_tokenizer) reads them off the vocabularies)")
             self.word_alignment = WordAlignment(c.word_start_ids, c.slot_ids, c.source_vocab_size,
-                                                c.target_vocab_size, dtype=policy, name="word_alignment")
+                                                c.target_vocab_size, c.tagger, dtype=policy, name="word_alignment")
         self.output_projection = None
         if not c.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(
@@ -195,10 +196,8 @@ class Transformer(keras.Model):
             return inputs["source_ids"], inputs["target_ids"]
         if isinstance(inputs, (list, tuple)) and len(inputs) == 2:
             return inputs[0], inputs[1]
-        raise ValueError(
-            "Transformer expects inputs (source_ids, target_input_ids) or a dict with keys "
-            f"'source_ids' and 'target_ids'; received {type(inputs).__name__}: {inputs!r}"
-        )
+        raise ValueError("Transformer expects inputs (source_ids, target_input_ids) or a dict with keys 'source_ids' "
+                         f"and 'target_ids'; received {type(inputs).__name__}: {inputs!r}")
 
     def padding_mask(self, token_ids):
         """``True`` at real tokens, ``False`` at ``pad_id``."""
@@ -262,7 +261,7 @@ class Transformer(keras.Model):
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids)
         x = x + self.decoder_positions(x, start_index=start)
-        slots = None
+        slots = tags = None
         if self.word_alignment is not None:
             if cache is not None:
                 word_states = cache["words"]
@@ -270,6 +269,8 @@ class Transformer(keras.Model):
                 raise ValueError("a model with word_alignment decodes with word_states=model.word_states(...)")
             pointer, slots = self.word_alignment.pointer(target_ids, None if cache is None else cache["slots"])
             x = x + self.word_alignment(word_states, pointer)
+            if self.config.tagger == "fused":
+                tags = self.word_alignment.tag_logits(word_states, pointer)
         x = self.decoder_embedding_dropout(x, training=training)
         length = ops.shape(target_ids)[1]
         if cache is None:
@@ -300,14 +301,14 @@ class Transformer(keras.Model):
         if logits_mask is not None:
             positions = ops.nonzero(ops.reshape(logits_mask, (-1,)))[0]
             x = ops.take(ops.reshape(x, (-1, self.config.d_model)), positions, axis=0)
-        if self.output_projection is not None:
-            logits = self.output_projection(x)
-        else:
-            logits = self.target_embedding.project(x)
+            if tags is not None:
+                tags = ops.take(ops.reshape(tags, (-1, self.config.target_vocab_size)), positions, axis=0)
+        # Logits, softmax and loss stay in float32 under mixed precision.
+        project = self.target_embedding.project if self.output_projection is None else self.output_projection
+        logits = ops.cast(project(x), "float32") + (0.0 if tags is None else tags)
         if cache is not None:
             cache = {**cache, "self": new_self_caches, **({} if slots is None else {"slots": slots})}
-        # Logits, softmax and loss stay in float32 under mixed precision.
-        return DecoderOutput(ops.cast(logits, "float32"), cache, scores if return_attention_scores else None)
+        return DecoderOutput(logits, cache, scores if return_attention_scores else None)
 
     def init_cache(self, encoder_outputs, max_length, source_ids=None):
         """Cache for incremental decoding of up to ``max_length`` target positions.

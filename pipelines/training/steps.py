@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.layers.word_alignment import tagging_loss
 from keras_transformer.training.losses import correct_tokens, label_smoothed_nll
 from pipelines.training.loss_scale import LossScale
 
@@ -52,17 +53,26 @@ class StepFunctions:
                 for i, v in enumerate(trainable)
             ]
 
+        # A model with a word tagger also learns it from the slots of the target (the tagger's
+        # loss is added to the gradient, not to the reported loss, which stays the decoder's).
+        tagged = getattr(model.config, "tagger", "none") != "none"
+
         def forward_backward(source, target_in, target_out, scale):
             with tf.GradientTape() as tape:
                 # Logits at the real target tokens only: padding needs no projection onto the vocabulary.
                 real = tf.not_equal(target_out, pad_id)
                 encoded = model.encode(source, training=True)
+                word_states = model.word_states(source, encoded)
                 logits = model.decode(target_in, encoded, model.padding_mask(source), training=True,
-                                      logits_mask=real, word_states=model.word_states(source, encoded)).logits
+                                      logits_mask=real, word_states=word_states).logits
                 labels = tf.boolean_mask(target_out, real)
                 losses, mask = label_smoothed_nll(labels, logits, label_smoothing, pad_id)
                 loss_sum = tf.reduce_sum(losses)
-                scaled = loss_sum * (scale / norm)
+                objective = loss_sum
+                if tagged:
+                    objective += tagging_loss(model.word_alignment, word_states, target_in, target_out,
+                                              label_smoothing, pad_id)
+                scaled = objective * (scale / norm)
             grads = tape.gradient(scaled, trainable)
             grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, trainable)]
             finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]))

@@ -11,7 +11,7 @@ from keras_transformer import Transformer
 from keras_transformer.decoding.beam import beam_search_decode
 from keras_transformer.decoding.constraints import BracketConstraint
 from keras_transformer.decoding.greedy import greedy_decode
-from keras_transformer.layers.word_alignment import alignment_ids
+from keras_transformer.layers.word_alignment import alignment_ids, tagging_loss
 
 # Source: 4..11 begin a word, 12..19 continue one. Target: 4..9 slots (tags), 10..15 brackets.
 WORD_STARTS, SLOTS = list(range(4, 12)), list(range(4, 10))
@@ -67,8 +67,9 @@ def test_the_word_index_is_the_same_in_training_and_in_constrained_decoding():
     assert np.stack(left, 1)[0].tolist() == expected[0]
 
 
-def test_cached_decoding_equals_the_full_forward_pass():
-    model = model_with_alignment()
+@pytest.mark.parametrize("tagger", ["none", "fused"])
+def test_cached_decoding_equals_the_full_forward_pass(tagger):
+    model = model_with_alignment(tagger=tagger)
     full = model((SOURCE, TARGET_IN)).numpy()
     encoded = model.encode(SOURCE)
     cache = model.init_cache(encoded, TARGET_IN.shape[1], source_ids=SOURCE)
@@ -114,8 +115,9 @@ def test_greedy_and_beam_search_decode_an_aligned_model_and_the_cache_follows_th
     assert ended
 
 
-def test_config_round_trip_and_save_load(tmp_path):
-    model = model_with_alignment()
+@pytest.mark.parametrize("tagger", ["none", "auxiliary", "fused"])
+def test_config_round_trip_and_save_load(tmp_path, tagger):
+    model = model_with_alignment(tagger=tagger)
     clone = Transformer.from_config(model.get_config())
     clone.build()
     clone.set_weights(model.get_weights())
@@ -131,22 +133,30 @@ def test_settings_are_checked():
         Transformer(source_vocab_size=20, target_vocab_size=16, share_embeddings=False, word_alignment=True)
     with pytest.raises(ValueError, match="slot_ids"):
         model_with_alignment(slot_ids=[99])
+    with pytest.raises(ValueError, match="tagger"):
+        model_with_alignment(tagger="crf")
+    with pytest.raises(ValueError, match="tagger.*word_alignment"):
+        Transformer(source_vocab_size=20, target_vocab_size=16, share_embeddings=False, tagger="fused")
 
 
-def test_alignment_ids_read_the_vocabularies(tmp_path):
-    import sentencepiece as spm
+def test_the_tagger_scores_each_slot_against_its_own_word():
+    """The tagging loss is the tagger's cross-entropy at the slots only, each slot read against the
+    word the pointer names (word 0, 1, 2 for the first sentence's three slots)."""
+    model = model_with_alignment(tagger="auxiliary")
+    target_out = tf.constant([[10, 11, 4, 5, 14, 12, 6, 15, EOS], [10, 7, 8, 13, EOS, 0, 0, 0, 0]], tf.int32)
+    words = model.word_states(SOURCE, model.encode(SOURCE))
+    logits = model.word_alignment.tag_projection(words).numpy()  # [batch, words, vocab]
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -(log_p[0, 0, 4] + log_p[0, 1, 5] + log_p[0, 2, 6] + log_p[1, 0, 7] + log_p[1, 1, 8])
+    got = float(tagging_loss(model.word_alignment, words, TARGET_IN, target_out))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
 
-    from keras_transformer.tokenizer import SubwordTokenizer
 
-    (tmp_path / "words.txt").write_text("the dog barks .\na cat sleeps on the mat .\n" * 30, "utf-8")
-    (tmp_path / "trees.txt").write_text("(S (NP DT NN )NP (VP VBZ )VP . )S\n(NP DT NN )NP\n" * 30, "utf-8")
-    for name, kind, size in (("words", "bpe", 30), ("trees", "word", 20)):
-        spm.SentencePieceTrainer.train(input=str(tmp_path / f"{name}.txt"), model_prefix=str(tmp_path / name),
-                                       model_type=kind, vocab_size=size, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                                       minloglevel=2, hard_vocab_limit=False)
-    source, target = SubwordTokenizer(tmp_path / "words.model"), SubwordTokenizer(tmp_path / "trees.model")
-    ids = alignment_ids(source, target)
-    slots = {p.decode().lstrip("\u2581") for p in target.id_to_piece(ids["slot_ids"]).numpy()}
-    assert slots == {"DT", "NN", "VBZ", "."}
-    pieces = source.tokenize(["the dog sleeps on a mat ."]).to_list()[0]
-    assert sum(piece in ids["word_start_ids"] for piece in pieces) == 7
+def test_the_fused_tagger_adds_its_logits_for_each_positions_word():
+    model = model_with_alignment(tagger="fused")
+    words = model.word_states(SOURCE, model.encode(SOURCE))
+    tags = model.word_alignment.tag_logits(words, model.word_alignment.pointer(TARGET_IN)[0]).numpy()
+    fused = model((SOURCE, TARGET_IN)).numpy()
+    for weight in model.word_alignment.tag_projection.weights:
+        weight.assign(tf.zeros_like(weight))
+    np.testing.assert_allclose(fused - model((SOURCE, TARGET_IN)).numpy(), tags, atol=1e-5)
