@@ -137,8 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="with and without word_alignment")
     parser.add_argument("--no-alignment", action="store_true", help="check the model without word_alignment")
     parser.add_argument("--smoke", action="store_true", help="tiny model and budget (the test suite)")
+    parser.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model setting of the checked recipe (YAML value), e.g. tagger=fused")
     parser.add_argument("--output", help="also write the JSON here")
     args = parser.parse_args(argv)
+    import yaml
+
+    settings = {}
+    for item in args.model:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--model {item!r}: expected KEY=VALUE")
+        settings[key] = yaml.safe_load(value)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     import keras
 
@@ -148,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.smoke:
             corpus, tokenizers = prepare(args.treebank, Path(tmp), max_train_trees=60, vocab_size=600)
             options = {"sentences": 10, "max_steps": 40, "eval_every": 20, "beam_size": 2,
-                       "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64}}
+                       "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64, **settings}}
         else:
             corpus, tokenizers = prepare(args.treebank, Path(tmp))
-            options = {}
+            options = {"model_overrides": settings}
         variants = [True, False] if args.compare else [not args.no_alignment]
         results = [check(corpus, tokenizers, word_alignment=variant, **options) for variant in variants]
     report = {"benchmark": "parser_wiring", "treebank": Path(args.treebank).name, "smoke": args.smoke,
-              "results": results}
+              "model_settings": settings, "results": results}
     emit(report, args.output, indent=2)
     return 0
 

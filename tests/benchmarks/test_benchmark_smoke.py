@@ -115,8 +115,9 @@ def test_baseline_tsv_holds_our_splits(ddtp_corpus, tmp_path):
 @pytest.mark.slow
 def test_parser_wiring_check_reports_overfit_f1_and_the_source_zeroed_loss(toy_treebank, tmp_path):
     report = run_json(REPO / "benchmarks" / "bench_parser_wiring.py", "--treebank", toy_treebank, "--smoke",
-                      "--output", tmp_path / "wiring.json", timeout=900)
+                      "--model", "tagger=fused", "--output", tmp_path / "wiring.json", timeout=900)
     (result,) = report["results"]
+    assert report["model_settings"] == {"tagger": "fused"}
     assert result["word_alignment"] is True and result["sentences"] == 10
     assert result["history"] and 0 <= result["overfit"]["f1"] <= 100
     # Both numbers of the check are there, and the flags are what they say.
