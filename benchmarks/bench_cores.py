@@ -1,0 +1,117 @@
+"""Training throughput on 1 core and on 2 cores: how each side scales with the second core.
+
+    python benchmarks/bench_cores.py [--steps 20] [--warmup 2] [--output PATH] [-- inner options]
+
+Runs ``bench_training_vs_kerashub.py --modes natural`` twice, one process after the other, with
+the same arguments: under ``taskset -c 0`` (one core) and under ``taskset -c 0,1`` (two cores).
+TensorFlow sizes its thread pools from the process' CPU affinity, so the pinning is all that
+changes between the runs. Each run measures, interleaved in its one process, real (non-padding)
+target tokens per second of keras-hub's model through ``fit``'s step (keras.io batches) and of
+our training stage's step (``pipelines.training``, token buckets); see that script's docstring.
+
+Reported per side (``ours-trainer``, ``kerashub-fit``): tokens/s and seconds per step on 1 and 2
+cores and the ratio 2-core / 1-core (issue 20's goal: >= 1.8 for our trainer), the two inner
+reports whole, and the tf.distribute strategy our trainer built in each run (its ``strategy:``
+log line; ``strategy: auto`` resolves to ``MirroredStrategy`` over ``/cpu:0`` on a machine
+without GPUs or ``TF_CONFIG``: one replica, the cores used by TensorFlow's intra-op threads).
+Options not listed here (``--work-dir``, ``--corpus-dir``, ``--tokenizer``, model sizes...) go to
+the inner script unchanged. Needs ``taskset`` and two cores; the machine should be otherwise idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from report import emit
+
+logger = logging.getLogger("bench_cores")
+
+INNER = Path(__file__).with_name("bench_training_vs_kerashub.py")
+CORES = {1: "0", 2: "0,1"}
+SIDES = ("ours-trainer", "kerashub-fit")
+GOAL = 1.8
+
+
+def run_pinned(cpus: str, inner_args: list[str]) -> dict:
+    """One inner run under ``taskset -c cpus``: its JSON report, strategy and wall time."""
+    command = ["taskset", "-c", cpus, sys.executable, str(INNER), "--modes", "natural", *inner_args]
+    logger.info("running on cpus %s: %s", cpus, " ".join(command))
+    tick = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    wall = time.perf_counter() - tick
+    if done.returncode != 0:
+        logger.error("inner run failed (exit %d); its log ends:\n%s", done.returncode, done.stderr[-4000:])
+        raise SystemExit(done.returncode)
+    report, _ = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{"):])
+    # pipelines.distribution logs "strategy: {describe_strategy(...)}" when the trainer builds it.
+    found = re.findall(r"strategy: (\{.*\})", done.stderr)
+    strategy = ast.literal_eval(found[-1]) if found else None
+    logger.info("cpus %s done in %.0f s: %s", cpus, wall,
+                {name: v["real_target_tokens_per_second"] for name, v in report["natural"]["variants"].items()})
+    return {"cpus": cpus, "wall_seconds": round(wall, 1), "trainer_strategy": strategy, "report": report}
+
+
+def summarise(runs: dict[int, dict]) -> dict:
+    """Per side: tokens/s and s/step at each core count and the 2-core / 1-core ratio."""
+    sides = {}
+    for name in SIDES:
+        one, two = (runs[n]["report"]["natural"]["variants"][name] for n in (1, 2))
+        sides[name] = {
+            "tokens_per_second_1_core": one["real_target_tokens_per_second"],
+            "tokens_per_second_2_cores": two["real_target_tokens_per_second"],
+            "ratio_2_vs_1": round(two["real_target_tokens_per_second"] / one["real_target_tokens_per_second"], 3),
+            "seconds_per_step_1_core": one["seconds_per_step"],
+            "seconds_per_step_2_cores": two["seconds_per_step"],
+            "real_target_tokens_per_step": [one["real_target_tokens_per_step"], two["real_target_tokens_per_step"]],
+        }
+    return sides
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=20, help="measured rounds per run")
+    parser.add_argument("--warmup", type=int, default=2, help="rounds of tracing per run, not measured")
+    parser.add_argument("--output", type=Path, help="also write the report here")
+    args, inner = parser.parse_known_args(argv)
+    inner = [a for a in inner if a != "--"]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    available = sorted(os.sched_getaffinity(0))
+    if not {0, 1} <= set(available):
+        parser.error(f"needs cpus 0 and 1; this process may use {available}")
+    inner_args = ["--steps", str(args.steps), "--warmup", str(args.warmup), *inner]
+    runs = {cores: run_pinned(cpus, inner_args) for cores, cpus in CORES.items()}
+
+    sides = summarise(runs)
+    first = runs[1]["report"]
+    report = {
+        "setup": {"steps": args.steps, "warmup": args.warmup, "inner_arguments": ["--modes", "natural", *inner_args],
+                  "cpus": {f"{n}_core{'s' if n > 1 else ''}": cpus for n, cpus in CORES.items()},
+                  "order": "1 core, then 2 cores, one process each", "machine_cpus": os.cpu_count(),
+                  "inner_setup": first["setup"], "natural": first["natural"].get("setup")},
+        "tensorflow": first["tensorflow"],
+        "keras": first["keras"],
+        "sides": sides,
+        "ours_trainer_strategy_2_cores": runs[2]["trainer_strategy"],
+        "goal_ours_trainer_ratio": GOAL,
+        "goal_met": sides["ours-trainer"]["ratio_2_vs_1"] >= GOAL,
+        "real_tokens_ratio_ours_vs_kerashub": {"1_core": runs[1]["report"]["natural"]["real_tokens_ratio"],
+                                               "2_cores": runs[2]["report"]["natural"]["real_tokens_ratio"]},
+        "runs": {f"{n}_core{'s' if n > 1 else ''}": {k: v for k, v in run.items() if k != "report"}
+                 | {"natural": run["report"]["natural"]} for n, run in runs.items()},
+    }
+    emit(report, args.output, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
