@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import label_smoothed_nll
+from keras_transformer import Transformer, label_smoothed_nll, transformer_adam
+from pipelines.training import seed_initialisation
 from pipelines.training.loss_scale import LossScale
 from pipelines.training.steps import TOTALS, StepFunctions
-from tests.pipelines.training.conftest import batch, tiny_model
+from tests.pipelines.training.conftest import TINY, VOCAB, batch, tiny_model
 
 SPEC = ((tf.TensorSpec([None, None], tf.int32),) * 2, tf.TensorSpec([None, None], tf.int32))
 
@@ -82,3 +83,22 @@ def test_the_update_is_the_gradient_of_the_mean_loss_per_token_whatever_the_loss
         if not variable.path.endswith("/key/bias"):
             np.testing.assert_allclose(scaled, unscaled, atol=1e-5)
             np.testing.assert_allclose(unscaled, expected, atol=1e-5)
+
+
+def test_the_word_taggers_loss_trains_it_and_stays_out_of_the_reported_loss(strategy):
+    """``tagger=auxiliary``: the tagger is used by no logits, so only its own loss can move it."""
+    seed_initialisation(0)
+    model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY, word_alignment=True, tagger="auxiliary",
+                                    word_start_ids=list(range(4, 25)), slot_ids=list(range(25, VOCAB)))
+    optimizer = transformer_adam(TINY["d_model"], 20)
+    optimizer.build(model.trainable_variables)
+    steps = step_functions(strategy, model, optimizer, accumulation_batches=1)
+    tagger = model.word_alignment.tag_projection.kernel
+    before = tagger.numpy().copy()
+    data = batch(3, 6, 1)
+    totals, _ = steps.accumulate_step(iter([data]))
+    (source, target_in), target_out = data
+    decoder_loss = label_smoothed_nll(target_out, model((source, target_in)), 0.1)[0]
+    assert dict(zip(TOTALS, totals))["loss_sum"] == pytest.approx(float(tf.reduce_sum(decoder_loss)), rel=1e-5)
+    steps.apply(totals[1])
+    assert not np.array_equal(before, tagger.numpy())
