@@ -81,7 +81,7 @@ class FitStep:
 class TrainerStep:
     """One optimizer step of our training stage on the next batch(es) of ``dataset``."""
 
-    def __init__(self, arch, vocab, dataset, tokens_per_step, work_dir, one_batch):
+    def __init__(self, arch, vocab, dataset, tokens_per_step, work_dir, one_batch, cpu_devices=None):
         from pipelines.training import TrainConfig, build_configured_strategy
         from pipelines.training.data import distributed_dataset
         from pipelines.training.runner import build_model
@@ -90,7 +90,7 @@ class TrainerStep:
 
         config = TrainConfig(preset="cpu-small", model=arch, label_smoothing=0.0, train_minutes=0,
                              tokens_per_step=tokens_per_step, accumulation_batches=1 if one_batch else None,
-                             checkpoint_dir=str(work_dir), progress_bar=False)
+                             checkpoint_dir=str(work_dir), progress_bar=False, cpu_devices=cpu_devices)
         plan, strategy = config.resolved(), build_configured_strategy(config)
         model, optimizer = build_model(config, Vocabulary(vocab), strategy)
         dist = distributed_dataset(strategy, dataset)
@@ -173,7 +173,8 @@ def natural(args, data, vocab, arch, work_dir: Path) -> dict:
     hub = kerashub_model(vocab, arch["d_model"], arch["num_heads"], arch["d_ff"], arch["num_layers"],
                          arch["dropout"], args.length)
     hub_step = FitStep(hub, batches, args.learning_rate, ours=False)
-    ours_step = TrainerStep(arch, vocab, buckets, args.tokens_per_step, work_dir / "natural", one_batch=False)
+    ours_step = TrainerStep(arch, vocab, buckets, args.tokens_per_step, work_dir / "natural", one_batch=False,
+                            cpu_devices=args.cpu_devices)
     hub_tokens = [real_target_tokens(b) for b in batches]
     tokens = {"kerashub-fit": [], "ours-trainer": []}
 
@@ -213,9 +214,15 @@ def main(argv=None) -> int:
     add_model_arguments(parser)
     parser.add_argument("--tokens-per-step", type=int, default=2048)
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--cpu-devices", type=int, help="natural mode: our trainer mirrored over this many logical "
+                        "CPU devices (the training setting train.cpu_devices)")
     add_data_arguments(parser, "runs/bench-training")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.cpu_devices:
+        from pipelines.distribution import split_cpu
+
+        split_cpu(args.cpu_devices)  # before TensorFlow's first tensor
 
     corpus, tokenizer = corpus_and_tokenizer(args)
     # Everything that tokenizes comes before the models: seeding them resets the tokenizer's

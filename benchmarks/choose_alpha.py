@@ -9,6 +9,12 @@ and the best is the one to put in the pipeline config's ``evaluation.alpha``.
 
     .venv/bin/python benchmarks/choose_alpha.py --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
 
+``--guards 0,4`` also tries the repetition guard (``evaluation.repetition_guard``: no n-gram of up
+to 4 pieces three times in a row, :mod:`keras_transformer.decoding.repetition`) at every alpha, and
+the pair is chosen together. ``--confirm-on test`` then scores the chosen alpha with and without
+the guard on that split (and its companions, e.g. ``test_unseen``): issue 20 keeps the guard only
+if it helps BLEU on both test splits. Nothing is chosen on a test split.
+
 ``--run`` is a run directory (``<run_dir>/runs/<id>`` or ``<run_dir>/latest``): the averaged model is
 ``averaged/model.keras``, the tokenizer the one ``.model`` in ``<run_dir>/tokenizer`` and the corpus the
 one in ``<run_dir>/data``; ``--model``, ``--tokenizer`` and ``--corpus-dir`` name them instead.
@@ -41,8 +47,16 @@ def run_files(run: Path) -> dict[str, Path | None]:
 
 
 def choose(results: list[dict]) -> dict:
-    """The best alpha by BLEU; a tie goes to the smaller alpha (the milder change)."""
-    return max(results, key=lambda r: (round(r["bleu"], 6), -r["alpha"]))
+    """The best alpha (and guard) by BLEU; a tie goes to the smaller alpha and no guard (the milder change)."""
+    return max(results, key=lambda r: (round(r["bleu"], 6), -r.get("repetition_guard", 0), -r["alpha"]))
+
+
+def summary(result) -> dict:
+    """The numbers of one evaluation that matter for length and loops."""
+    scores = result.scores
+    return {"bleu": result.bleu, "chrf": result.chrf, "brevity_penalty": scores["bleu"]["brevity_penalty"],
+            "length_ratio": scores["bleu"]["length_ratio"], "looping_hypotheses": scores["loops"]["hypotheses"],
+            "looping_references": scores["loops"]["references"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length-offset", type=int)
     parser.add_argument("--max-sentences", type=int, help="only the first N sentences (quick looks)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--guards", default="0", help="comma-separated repetition_guard values (0: off)")
+    parser.add_argument("--confirm-on", help="score the chosen alpha with and without the guard on this test split")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -80,25 +96,34 @@ def main(argv: list[str] | None = None) -> int:
 
     translator = Translator.from_files(model, tokenizer, args.target_tokenizer)
     corpus = Corpus.load(corpus_dir)
+    guards = [int(g) for g in args.guards.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as scratch:
-        for alpha in alphas:
-            config = EvalConfig(split=args.split, beam_size=args.beam_size, alpha=alpha, extra_splits=(),
+        def score(split, alpha, guard, extra_splits=()):
+            config = EvalConfig(split=split, beam_size=args.beam_size, alpha=alpha, extra_splits=extra_splits,
                                 max_length_offset=args.max_length_offset, batch_size=args.batch_size,
-                                max_sentences=args.max_sentences)
-            result = evaluate(translator, corpus, config=config, output_dir=Path(scratch) / f"alpha-{alpha}")
-            scores = result.scores
-            results.append({"alpha": alpha, "bleu": result.bleu, "chrf": result.chrf,
-                            "brevity_penalty": scores["bleu"]["brevity_penalty"],
-                            "length_ratio": scores["bleu"]["length_ratio"],
-                            "looping_hypotheses": scores["loops"]["hypotheses"],
-                            "looping_references": scores["loops"]["references"]})
-            logger.info("%s", results[-1])
-    best = choose(results)
-    report = {"benchmark": "choose_alpha", "model": str(model), "corpus": str(corpus_dir), "split": args.split,
-              "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
-              "best_alpha": best["alpha"], "best_bleu": best["bleu"],
-              "config": f"evaluation.alpha: {best['alpha']}"}
+                                max_sentences=args.max_sentences, repetition_guard=guard)
+            return evaluate(translator, corpus, config=config, output_dir=Path(scratch) / f"{split}-{alpha}-{guard}")
+
+        for guard in guards:
+            for alpha in alphas:
+                result = score(args.split, alpha, guard)
+                results.append({"alpha": alpha, "repetition_guard": guard, **summary(result)})
+                logger.info("%s", results[-1])
+        best = choose(results)
+        report = {"benchmark": "choose_alpha", "model": str(model), "corpus": str(corpus_dir), "split": args.split,
+                  "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
+                  "best_alpha": best["alpha"], "best_repetition_guard": best["repetition_guard"],
+                  "best_bleu": best["bleu"],
+                  "config": f"evaluation.alpha: {best['alpha']}, "
+                            f"evaluation.repetition_guard: {best['repetition_guard']}"}
+        if args.confirm_on:
+            report["confirmation"] = {}
+            for guard in sorted({0, *guards}):
+                result = score(args.confirm_on, best["alpha"], guard, extra_splits=None)
+                report["confirmation"][f"repetition_guard={guard}"] = {
+                    args.confirm_on: summary(result), **{name: summary(other) for name, other in result.others.items()}}
+                logger.info("confirmation: %s", report["confirmation"])
     emit(report, args.output, indent=2)
     return 0
 

@@ -50,6 +50,8 @@ def build_parser(prog: str, description: str, default_config: str) -> argparse.A
                         help="start a new MLflow run even if the run_dir's last one is unfinished (resume: never)")
     parser.add_argument("--run-id", help="continue this MLflow run (run_id)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of user errors too")
+    parser.add_argument("--json", action="store_true",
+                        help="print the whole result as one JSON object (for scripts) instead of the summary")
     return parser
 
 
@@ -108,7 +110,10 @@ def main(spec: TaskFlow, argv: list[str] | None = None) -> int:
         result = spec.flow()(args.config, overrides or None)
     except errors as err:
         return _fail(prog, err, args.debug)
-    _report(result)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        _report(result)
     return 0
 
 
@@ -120,10 +125,17 @@ def _fail(prog: str, err: BaseException, debug: bool) -> int:
 
 
 def _report(result: RunResult) -> None:
-    """The job's result, for the terminal: what was written where (its JSON form), the scores,
-    three examples."""
-    evaluation = result.evaluation
-    print(json.dumps(result.to_dict(), indent=2, default=str))
+    """The job's result, for the terminal: the run and what it wrote, the scores, three examples
+    (``--json`` prints the whole result instead)."""
+    evaluation, training = result.evaluation, result.training
+    print(f"MLflow run {result.run_id} ({result.task}); its files: {result.run_path}")
+    print(f"Trained from step {training.start_step} to {training.final_step}; averaged model: {result.model.path}")
+    if result.export is not None:
+        print(f"Exported model: {result.export.directory}")
+    if result.promotion is not None:
+        p = result.promotion
+        verdict = "promoted to champion" if p.promoted else f"not promoted ({p.reason})"
+        print(f"Registered as {p.model} version {p.challenger_version}: {verdict}")
     if evaluation.headline:
         print(f"\n{evaluation.headline}")
     print(f"\nExamples ({evaluation.split} split):")

@@ -8,6 +8,7 @@ for others is an error rather than a silent difference in the recorded figures.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 
@@ -29,18 +30,31 @@ def decoding_kwargs(translator, config) -> dict[str, Any]:
         )
         if v is not None
     }
+    guard = getattr(config, "repetition_guard", 0) or 0
     fixed = getattr(translator, "settings", None)
     if isinstance(fixed, dict):
-        check_export_settings(fixed, kwargs)
+        check_export_settings({"repetition_guard": 0, **fixed}, {**kwargs, "repetition_guard": guard})
         return {"batch_size": config.batch_size}
+    if guard:
+        kwargs["constraint"] = repetition_guard(translator.model.config.target_vocab_size, guard)
     return {**kwargs, "batch_size": config.batch_size}
+
+
+@lru_cache(maxsize=8)
+def repetition_guard(vocab_size: int, max_period: int):
+    """One guard per vocabulary and period: the compiled search is cached per constraint object."""
+    from keras_transformer.decoding.repetition import RepetitionGuard
+
+    return RepetitionGuard(vocab_size, max_period)
 
 
 def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The decoding settings actually used, for scores.json."""
     settings = getattr(translator, "settings", None)
     if isinstance(settings, dict):  # an exported translator
-        return {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
+        record = {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
+        guard = settings.get("repetition_guard")
+        return {**record, **({"repetition_guard": guard} if guard else {})}
     record: dict[str, Any] = {}
     decoding = getattr(translator, "decoding", None)
     if decoding is not None:
@@ -49,5 +63,7 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
             "alpha": decoding.length_penalty,
             "max_length_offset": decoding.max_length_offset,
         }
-    record.update({k: v for k, v in kwargs.items() if k != "batch_size"})
+    record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
+    if kwargs.get("constraint") is not None:
+        record["repetition_guard"] = kwargs["constraint"].max_period
     return record

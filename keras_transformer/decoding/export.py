@@ -129,6 +129,8 @@ def export_translator(
         "alpha": alpha,
         "max_length_offset": max_length_offset,
         "constraint": None if constraint is None else type(constraint).__name__,
+        # The guard's period: an evaluation of this export checks it asked for the same.
+        **({"repetition_guard": constraint.max_period} if hasattr(constraint, "max_period") else {}),
         "signature": SIGNATURE_KEY,
         "input": INPUT_NAME,
         "output": OUTPUT_NAME,

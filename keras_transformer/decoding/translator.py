@@ -110,6 +110,8 @@ class Translator:
         batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         pad = self.model.config.pad_id
         translations: list = [None] * len(sentences)
+        if constraint is not None and slots is None and not getattr(constraint, "takes_slots", True):
+            slots = [0] * len(sentences)
         if constraint is not None and (greedy or slots is None or len(slots) != len(sentences)):
             raise ValueError("a constraint needs beam search and one slots value per sentence")
         if greedy:

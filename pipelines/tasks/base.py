@@ -94,7 +94,7 @@ class Task(abc.ABC):
                  output_dir: Path) -> TaskEvaluation:
         """Decodes a split with ``translator`` (a ``Translator`` or export), scores it, writes the files."""
 
-    def decoding_constraint(self, target_tokenizer: Any, eos_id: int) -> Any:
+    def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
         """The beam search's constraint for this task's outputs (``None``: unconstrained); the
         evaluation and the export decode with the same one."""
         return None

@@ -16,6 +16,10 @@ def test_the_best_alpha_is_the_highest_bleu_and_ties_go_to_the_smaller():
     results = [{"alpha": 0.6, "bleu": 10.0}, {"alpha": 1.0, "bleu": 12.5}, {"alpha": 0.2, "bleu": 12.5}]
     assert choose(results)["alpha"] == 0.2
     assert choose(results[:2])["alpha"] == 1.0
+    # The guard is kept only for more BLEU, not for as much.
+    guarded = [{"alpha": 0.2, "bleu": 12.5, "repetition_guard": 4}, *results]
+    assert choose(guarded) == results[2]
+    assert choose([{**guarded[0], "bleu": 12.6}, *results])["repetition_guard"] == 4
 
 
 @pytest.mark.slow
@@ -37,10 +41,15 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     model.save(run / "averaged" / "model.keras")
 
     report = run_json(REPO / "benchmarks" / "choose_alpha.py", "--run", run_dir / "latest", "--alphas", "0,1.5",
-                      "--beam-size", 2, "--max-sentences", 3, "--max-length-offset", 3)
+                      "--guards", "0,3", "--confirm-on", "test", "--beam-size", 2, "--max-sentences", 3,
+                      "--max-length-offset", 3)
     assert report["split"] == "validation" and report["sentences"] == 3
-    assert [r["alpha"] for r in report["results"]] == [0.0, 1.5]
-    assert report["best_alpha"] in (0.0, 1.5) and report["config"] == f"evaluation.alpha: {report['best_alpha']}"
+    assert [(r["alpha"], r["repetition_guard"]) for r in report["results"]] == [(0.0, 0), (1.5, 0), (0.0, 3), (1.5, 3)]
+    assert report["best_alpha"] in (0.0, 1.5) and report["config"] == (
+        f"evaluation.alpha: {report['best_alpha']}, evaluation.repetition_guard: {report['best_repetition_guard']}")
+    # The chosen alpha on the test split and its unseen-packages companion, with and without the guard.
+    assert set(report["confirmation"]) == {"repetition_guard=0", "repetition_guard=3"}
+    assert set(report["confirmation"]["repetition_guard=3"]) == {"test", "test_unseen"}
     for entry in report["results"]:
         assert 0 <= entry["bleu"] <= 100 and 0 <= entry["brevity_penalty"] <= 1
         assert {"chrf", "length_ratio", "looping_hypotheses", "looping_references"} <= set(entry)

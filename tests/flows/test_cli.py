@@ -126,7 +126,7 @@ TF_START_UP = re.compile(r"^([IWE]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING: All log 
 
 
 def result_of(done: subprocess.CompletedProcess):
-    """The result the command prints (a JSON object, then the examples), read as the flow returned it."""
+    """The result the command prints with ``--json``, read as the flow returned it."""
     from flows.results import RunResult
 
     assert done.returncode == 0, done.stderr[-4000:]
@@ -141,7 +141,7 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
 
     config = write_config(tmp_path)
     common = ("--config", str(config), "--set", "export=false", "--set", "evaluation.max_sentences=4")
-    first = run_flow(*common, "--train-steps", "10", cwd=tmp_path)
+    first = run_flow(*common, "--train-steps", "10", "--json", cwd=tmp_path)
     result = result_of(first)
     assert not TF_START_UP.search(first.stderr), TF_START_UP.findall(first.stderr)
     assert "Traceback" not in first.stderr and "httpx" not in first.stderr
@@ -155,8 +155,15 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert params["evaluation.max_sentences"] == "4" and params["export"] == "False"
 
     # --new-run: a new MLflow run though nothing changed; --run-id: that run named and continued.
-    again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path))
+    # Without --json a reader gets a summary: the run, its steps, the scores and examples, no JSON.
+    summary = run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path)
+    assert summary.returncode == 0, summary.stderr[-4000:]
+    run_id = re.search(r"^MLflow run (\w+) \(translation\)", summary.stdout, re.M).group(1)
+    assert "Trained from step 0 to 10" in summary.stdout and "Examples (test split):" in summary.stdout
+    assert not summary.stdout.lstrip().startswith("{") and len(summary.stdout.splitlines()) < 40
+    assert run_id != result.run_id and client.get_run(run_id).info.status == "FINISHED"
+    again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", "--json", cwd=tmp_path))
     assert again.run_id != result.run_id and again.training.start_step == 0
-    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, cwd=tmp_path))
+    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path))
     assert named.run_id == result.run_id and (named.training.start_step, named.training.final_step) == (10, 12)
     assert client.get_run(again.run_id).info.status == "FINISHED"

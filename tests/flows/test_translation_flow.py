@@ -26,6 +26,8 @@ def finished_run(tmp_path_factory):
     config = write_config(tmp_path)
     settings = yaml.safe_load(config.read_text())
     settings["evaluation"]["max_sentences"] = SCORED  # enough to compare what is shipped with it
+    # A decoding option the export must carry in its graph for the comparison below to hold.
+    settings["evaluation"]["repetition_guard"] = 4
     config.write_text(yaml.safe_dump(settings))
     previous = Path.cwd()
     os.chdir(tmp_path)
@@ -209,8 +211,12 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     assert len(sources) == len(scored) == SCORED
     # A model that says one thing whatever it reads would pass the comparison below trivially.
     assert len(set(scored)) > 1, scored
+    record = json.loads(evaluation.joinpath("scores.json").read_text("utf-8"))["evaluation"]["decoding"]
+    assert record["repetition_guard"] == 4
 
-    assert load_exported(result.export.directory).translate(sources) == scored
+    export = load_exported(result.export.directory)
+    assert export.settings["repetition_guard"] == 4 and export.settings["constraint"] == "RepetitionGuard"
+    assert export.translate(sources) == scored
 
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

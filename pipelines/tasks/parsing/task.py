@@ -29,7 +29,7 @@ class ParsingTask(Task):
 
         return prepare_treebank(data_config)
 
-    def decoding_constraint(self, target_tokenizer: Any, eos_id: int) -> Any:
+    def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
         """Section 6.3's outputs are trees: one POS slot per word, balanced matching brackets."""
         from .evaluation import tree_constraint_for
 

@@ -82,6 +82,8 @@ class EvalConfig:
     after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
     the corpus' other test splits (``test_unseen``) when it has them. ``attention_examples``: how
     many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
+    ``repetition_guard``: ``n > 0`` forbids any n-gram of up to ``n`` pieces three times in a row
+    while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
     """
 
     split: str = "test"
@@ -93,6 +95,7 @@ class EvalConfig:
     max_sentences: int | None = None
     width: int = 4
     attention_examples: int = 2
+    repetition_guard: int = 0
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
@@ -105,6 +108,9 @@ class EvalConfig:
             raise ValueError(f"beam_size must be positive, got {self.beam_size}")
         if self.alpha is not None and self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if not isinstance(self.repetition_guard, int) or self.repetition_guard < 0:
+            raise ValueError("repetition_guard must be 0 (off) or the longest n-gram to stop, "
+                             f"got {self.repetition_guard!r}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
         if self.max_sentences is not None and self.max_sentences < 1:
@@ -140,6 +146,16 @@ class EvalResult:
         for split, other in self.others.items():
             metrics.update({f"{split}_{key}": value for key, value in other.metrics().items()})
         return metrics
+
+    def headline(self, split: str) -> str:
+        """One line per scored split, as a reader wants them first: BLEU, brevity penalty, chrF, loops."""
+        lines = []
+        for name, result in ((split, self), *self.others.items()):
+            m = result.metrics()
+            lines.append(f"{name}: BLEU {m['bleu']:.2f} (brevity penalty {m['brevity_penalty']:.3f}), chrF "
+                         f"{m['chrf']:.1f} on {result.num_sentences} sentences; {m['looping_hypotheses']} "
+                         f"translations loop (references: {m['looping_references']})")
+        return "\n".join(lines)
 
     def examples(self, n: int = 3) -> list[dict[str, str]]:
         """The first ``n`` sentences with their reference and translation, to show a reader."""

@@ -27,6 +27,13 @@ class TranslationTask(Task):
 
         return prepare_corpus(data_config)
 
+    def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
+        """The evaluation's ``repetition_guard``, if it has one: the export decodes as the evaluation did."""
+        from pipelines.decoding import repetition_guard
+
+        guard = getattr(eval_config, "repetition_guard", 0)
+        return repetition_guard(int(target_tokenizer.vocab_size), guard) if guard else None
+
     def evaluate(self, translator: Any, corpus_dir: Path, eval_config: EvalConfig,
                  output_dir: Path) -> TaskEvaluation:
         from pipelines.corpus import Corpus
@@ -36,4 +43,5 @@ class TranslationTask(Task):
         result = evaluate(translator, Corpus.load(corpus_dir), config=eval_config, output_dir=output_dir)
         tables = {"sentences": TABLE_FILE, **{f"{split}_sentences": f"{split}/{TABLE_FILE}" for split in result.others}}
         return TaskEvaluation(metrics=result.metrics(), primary="bleu", record=result.scores,
-                              examples=result.examples(3), output_dir=Path(output_dir), tables=tables)
+                              examples=result.examples(3), output_dir=Path(output_dir), tables=tables,
+                              headline=result.headline(eval_config.split))

@@ -160,3 +160,22 @@ def test_the_fused_tagger_adds_its_logits_for_each_positions_word():
     for weight in model.word_alignment.tag_projection.weights:
         weight.assign(tf.zeros_like(weight))
     np.testing.assert_allclose(fused - model((SOURCE, TARGET_IN)).numpy(), tags, atol=1e-5)
+
+
+def test_alignment_ids_read_the_vocabularies(tmp_path):
+    import sentencepiece as spm
+
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    (tmp_path / "words.txt").write_text("the dog barks .\na cat sleeps on the mat .\n" * 30, "utf-8")
+    (tmp_path / "trees.txt").write_text("(S (NP DT NN )NP (VP VBZ )VP . )S\n(NP DT NN )NP\n" * 30, "utf-8")
+    for name, kind, size in (("words", "bpe", 30), ("trees", "word", 20)):
+        spm.SentencePieceTrainer.train(input=str(tmp_path / f"{name}.txt"), model_prefix=str(tmp_path / name),
+                                       model_type=kind, vocab_size=size, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                                       minloglevel=2, hard_vocab_limit=False)
+    source, target = SubwordTokenizer(tmp_path / "words.model"), SubwordTokenizer(tmp_path / "trees.model")
+    ids = alignment_ids(source, target)
+    slots = {p.decode().lstrip("\u2581") for p in target.id_to_piece(ids["slot_ids"]).numpy()}
+    assert slots == {"DT", "NN", "VBZ", "."}
+    pieces = source.tokenize(["the dog sleeps on a mat ."]).to_list()[0]
+    assert sum(piece in ids["word_start_ids"] for piece in pieces) == 7

@@ -169,6 +169,10 @@ def test_a_test_evaluation_also_scores_the_unseen_packages(ddtp_corpus, tmp_path
     recorded = json.loads((tmp_path / SCORES_FILE).read_text("utf-8"))
     assert recorded["other_splits"]["test_unseen"]["bleu"] == unseen.bleu
     assert recorded["evaluation"]["split"] == "test"
+    # The headline a reader sees first names both splits with their own BLEU.
+    first, second = result.headline("test").splitlines()
+    assert first.startswith(f"test: BLEU {result.bleu:.2f} ")
+    assert second.startswith(f"test_unseen: BLEU {unseen.bleu:.2f} ")
     assert json.loads((tmp_path / "test_unseen" / SCORES_FILE).read_text("utf-8"))["evaluation"]["split"] == \
         "test_unseen"
     # Asked for by name, or not at all.

@@ -1,0 +1,84 @@
+"""The repetition guard: no n-gram of pieces three times in a row, two copies allowed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer.decoding.beam import beam_search_decode
+from keras_transformer.decoding.repetition import RepetitionGuard
+from keras_transformer.decoding.translator import Translator
+from tests.keras_transformer.tiny_models import tiny_transformer
+
+BOS = 2
+
+
+def banned(guard, written):
+    ids = tf.constant([[BOS, *written, 0, 0, 0]], tf.int32)
+    mask = guard.mask(ids, len(written)).numpy()[0]
+    return [token for token in range(guard.vocab_size) if np.isneginf(mask[token])]
+
+
+@pytest.mark.parametrize("written, expected", [
+    ([], []), ([5], []), ([5, 5], [5]),               # a third "5" would loop; a second may come
+    ([4, 5, 4, 5], []), ([4, 5, 4, 5, 4], [5]),       # "4 5" twice is fine, the third copy is not
+    ([6, 7, 8, 6, 7, 8, 6, 7], [8]),                  # period 3
+    ([6, 7, 8, 9, 6, 7, 8, 9, 6, 7, 8], []),          # period 4: longer than this guard's 3
+    ([5, 5, 4], []),                                  # the run was broken
+])
+def test_the_guard_bans_the_token_that_completes_a_third_copy(written, expected):
+    assert banned(RepetitionGuard(10, max_period=3), written) == expected
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="repetition_guard"):
+        RepetitionGuard(10, max_period=0)
+
+
+def looping_model():
+    """A model whose every step prefers token 5: unguarded it writes 5 5 5 ..."""
+    model = Transformer(vocab_size=12, num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0)
+    model.build()
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(0.0, 0.05, w.shape).astype(w.dtype) for w in model.get_weights()])
+    bias = np.zeros([12, 16], np.float32)
+    bias[5] = 3.0
+    model.target_embedding.embeddings.assign(model.target_embedding.embeddings + bias)
+    return model
+
+
+def has_triple(ids, max_period):
+    ids = list(ids)
+    return any(ids[i : i + m] == ids[i + m : i + 2 * m] == ids[i + 2 * m : i + 3 * m]
+               for m in range(1, max_period + 1) for i in range(len(ids) - 3 * m + 1))
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_beam_search_with_the_guard_writes_no_third_copy(beam_size):
+    model, source = looping_model(), tf.constant([[4, 6, 7, 3], [8, 9, 3, 0]], tf.int32)
+    plain = beam_search_decode(model, source, beam_size, 0.6, 12)
+    guard = RepetitionGuard(12, max_period=4)
+    guarded = beam_search_decode(model, source, beam_size, 0.6, 12, constraint=guard, slots=tf.constant([0, 0]))
+
+    def outputs(result):
+        lengths = result.lengths.numpy()[:, 0]
+        return [row[:n] for row, n in zip(result.ids.numpy()[:, 0], lengths)]
+
+    assert any(has_triple(ids, 4) for ids in outputs(plain))  # the model does loop
+    assert not any(has_triple(ids, 4) for ids in outputs(guarded))
+
+
+def test_a_translator_takes_the_guard_without_slots(tokenizer):
+    """Translation passes the guard as a constraint with no per-sentence input; every output is
+    free of third copies and the same sentences decode alike in any batch."""
+    model = tiny_transformer(tokenizer.vocab_size, num_layers=1)
+    guard = RepetitionGuard(tokenizer.vocab_size, max_period=4)
+    translator = Translator(model, tokenizer)
+    sentences = ["Shows the current weather.", "Documentation", "This package contains the development files."]
+    guarded = translator.translate(sentences, beam_size=2, max_length_offset=12, constraint=guard)
+    assert guarded == translator.translate(sentences, beam_size=2, max_length_offset=12, constraint=guard,
+                                           batch_size=1)
+    for text in guarded:
+        assert not has_triple(tokenizer.tokenize([text]).to_list()[0], 4) or text == ""

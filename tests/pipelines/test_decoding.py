@@ -1,0 +1,42 @@
+"""The decoding settings an evaluation passes on: overrides, the repetition guard, an export's fixed ones."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from keras_transformer.decoding.repetition import RepetitionGuard
+from pipelines.decoding import decoding_kwargs, decoding_record
+from pipelines.tasks.translation.evaluation import EvalConfig
+
+TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
+                             decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50))
+
+
+def test_the_guard_becomes_the_translators_constraint_and_is_recorded():
+    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(beam_size=2, repetition_guard=4))
+    guard = kwargs["constraint"]
+    assert isinstance(guard, RepetitionGuard) and (guard.vocab_size, guard.max_period) == (50, 4)
+    # One object per setting: the compiled search is traced once per constraint.
+    assert decoding_kwargs(TRANSLATOR, EvalConfig(repetition_guard=4))["constraint"] is guard
+    assert decoding_record(TRANSLATOR, kwargs) == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 50,
+                                                   "repetition_guard": 4}
+    unguarded = decoding_kwargs(TRANSLATOR, EvalConfig())
+    assert "constraint" not in unguarded and "repetition_guard" not in decoding_record(TRANSLATOR, unguarded)
+
+
+def test_an_export_decodes_only_with_the_guard_it_was_built_with():
+    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "repetition_guard": 4})
+    assert decoding_kwargs(export, EvalConfig(repetition_guard=4)) == {"batch_size": 32}
+    assert decoding_record(export, {})["repetition_guard"] == 4
+    with pytest.raises(ValueError, match="repetition_guard=4; cannot decode with 0"):
+        decoding_kwargs(export, EvalConfig())
+    plain = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50})
+    with pytest.raises(ValueError, match="repetition_guard=0; cannot decode with 3"):
+        decoding_kwargs(plain, EvalConfig(repetition_guard=3))
+
+
+def test_the_setting_is_checked():
+    with pytest.raises(ValueError, match="repetition_guard"):
+        EvalConfig(repetition_guard=-1)
