@@ -193,10 +193,10 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     tokenizers = load_tokenizers(vocabulary)
     keras_model = keras.saving.load_model(model.path, compile=False)
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
-    if getattr(eval_config, "repetition_guard", 0):
-        settings["repetition_guard"] = eval_config.repetition_guard
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
+    if getattr(eval_config, "repetition_guard", 0):
+        settings["repetition_guard"] = eval_config.repetition_guard
     get_run_logger().info("exported to %s (%s)", path, settings)
     return Export(str(path), settings)
 
