@@ -37,6 +37,7 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
 )
 from flows.preflight import check_run_dir
 from flows.results import RunResult
+from flows.retention import CHECKPOINTS_REMOVED
 from flows.run_state import (
     REPLACES,
     STATE_FILE,
@@ -163,6 +164,9 @@ def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracke
               **_provenance(),
               **({"mlflow.parentRunId": config.tracking.parent_run_id} if config.tracking.parent_run_id else {})},
     )
+    if choice.resume and tracker.client.get_run(tracker.run_id).data.tags.get(CHECKPOINTS_REMOVED):
+        run_logger.warning("MLflow run %s had its checkpoints removed by retention (retention.keep_runs=%s): "
+                           "its training starts over from step 0", tracker.run_id, config.retention.keep_runs)
     if choice.replaces and choice.replaces != tracker.run_id:
         end_replaced(previous_uri, choice.replaces, tracker.run_id, choice.reason)
         tracker.set_tags({REPLACES: choice.replaces})

@@ -39,6 +39,9 @@ from pipelines.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
+#: Tag of a run whose checkpoints retention removed: continuing it (``--run-id``) starts training over.
+CHECKPOINTS_REMOVED = "retention.checkpoints_removed"
+
 #: What an older finished run loses, and what the champion's keeps of it.
 CHECKPOINTS = ("train",)
 MODELS = ("averaged", "export", "mlflow_model", "champion", "champion-evaluation")
@@ -137,5 +140,8 @@ def apply_retention(run_dir: Path, tracking_uri: str, current: str, keep_runs: i
             pass  # no champion (yet, or registration off): nothing to spare for it
     doomed = plan(records_of(run_dir, client, champions), current, keep_runs)
     freed = apply(doomed)
+    for path, entries in doomed.items():
+        if entries != ("*",):
+            client.set_tag(path.name, CHECKPOINTS_REMOVED, "true")
     return {"deleted": {p.name: list(entries) for p, entries in doomed.items()}, "freed_bytes": freed,
             "runs_bytes": size_of(run_dir / "runs") if (run_dir / "runs").exists() else 0}

@@ -160,10 +160,16 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path))
     assert named.run_id == result.run_id and (named.training.start_step, named.training.final_step) == (10, 12)
     assert client.get_run(again.run_id).info.status == "FINISHED"
-    # (Last: a further run may retire the first run's checkpoints.) Without --json a reader gets a summary: the run, its steps, the scores and examples, no JSON.
+    # Without --json a reader gets a summary: the run, its steps, the scores and examples, no JSON.
+    # (Last: this third run retires the first one's checkpoints.)
     summary = run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path)
     assert summary.returncode == 0, summary.stderr[-4000:]
     run_id = re.search(r"^MLflow run (\w+) \(translation\)", summary.stdout, re.M).group(1)
     assert "Trained from step 0 to 10" in summary.stdout and "Examples (test split):" in summary.stdout
     assert not summary.stdout.lstrip().startswith("{") and len(summary.stdout.splitlines()) < 40
     assert run_id != result.run_id and client.get_run(run_id).info.status == "FINISHED"
+    # The first run is now the third newest (keep_runs 2): continuing it says that it starts over.
+    continued = run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path)
+    assert result_of(continued).training.start_step == 0
+    assert f"MLflow run {result.run_id} had its checkpoints removed by retention" in continued.stderr
+    assert client.get_run(result.run_id).data.tags["retention.checkpoints_removed"] == "true"
