@@ -79,12 +79,17 @@ class WordAlignment(keras.layers.Layer):
         slot_ids: target ids of slot tokens (one per word).
         source_vocab_size, target_vocab_size: vocabulary sizes (the tables' lengths).
         tagger: ``none``, ``auxiliary`` or ``fused`` (module docstring).
+        word_pieces: a word's state is its ``first`` piece's, or the ``mean`` of its pieces' (the
+            suffix of a word the tagger has not seen tells its tag); ``special_ids`` (pad, BOS,
+            EOS) belong to no word.
     """
 
     def __init__(self, word_start_ids, slot_ids, source_vocab_size: int, target_vocab_size: int,
-                 tagger: str = "none", **kwargs):
+                 tagger: str = "none", word_pieces: str = "first", special_ids=(0, 2, 3), **kwargs):
         super().__init__(**kwargs)
         self.tagger = tagger
+        self.word_pieces = word_pieces
+        self.special_ids = [int(i) for i in special_ids]
         self.word_start_ids = [int(i) for i in word_start_ids]
         self.slot_ids = [int(i) for i in slot_ids]
         self.source_vocab_size = int(source_vocab_size)
@@ -108,15 +113,22 @@ class WordAlignment(keras.layers.Layer):
         self.built = True
 
     def word_states(self, source_ids, encoder_outputs):
-        """``[batch, source_length, d_model]``: row ``w`` is word ``w``'s first-piece encoder state,
+        """``[batch, source_length, d_model]``: row ``w`` is word ``w``'s state (``word_pieces``),
         zero past the sentence's last word."""
-        starts = ops.take(ops.convert_to_tensor(self._word_start_table), ops.cast(source_ids, "int32"))
+        source_ids = ops.cast(source_ids, "int32")
+        starts = ops.take(ops.convert_to_tensor(self._word_start_table), source_ids)
         word_of_piece = ops.cumsum(starts, axis=1) - 1
         length = ops.shape(source_ids)[1]
-        select = ops.logical_and(
+        member = ops.cast(starts, "bool")
+        if self.word_pieces == "mean":
+            special = ops.take(ops.convert_to_tensor(_indicator(self.special_ids, self.source_vocab_size)), source_ids)
+            member = ops.logical_and(ops.equal(special, 0), word_of_piece >= 0)
+        select = ops.cast(ops.logical_and(
             ops.equal(word_of_piece[:, None, :], ops.arange(length, dtype="int32")[None, :, None]),
-            ops.cast(starts, "bool")[:, None, :])
-        return ops.matmul(ops.cast(select, encoder_outputs.dtype), encoder_outputs)
+            member[:, None, :]), encoder_outputs.dtype)
+        if self.word_pieces == "mean":
+            select = select / ops.maximum(ops.sum(select, axis=-1, keepdims=True), 1.0)
+        return ops.matmul(select, encoder_outputs)
 
     def pointer(self, target_ids, slots_before=None):
         """Word index per target input position, and the slot count after the last position.
@@ -149,7 +161,7 @@ class WordAlignment(keras.layers.Layer):
         config = super().get_config()
         config.update(word_start_ids=self.word_start_ids, slot_ids=self.slot_ids,
                       source_vocab_size=self.source_vocab_size, target_vocab_size=self.target_vocab_size,
-                      tagger=self.tagger)
+                      tagger=self.tagger, word_pieces=self.word_pieces, special_ids=self.special_ids)
         return config
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 TAGGERS = ("none", "auxiliary", "fused")
+WORD_PIECES = ("first", "mean")
 
 
 def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
@@ -29,6 +30,7 @@ class TransformerConfig:
     (``word_start_ids``) and the target ids that stand for a word (``slot_ids``). ``tagger``
     (with ``word_alignment``) adds a slot classifier over each word's encoder state: trained
     beside the decoder (``auxiliary``) or also added to the decoder's logits (``fused``).
+    ``word_pieces``: a word's state is its first piece's encoder state, or the ``mean`` of all its pieces'.
     """
 
     vocab_size: int | None = None
@@ -55,6 +57,7 @@ class TransformerConfig:
     word_start_ids: tuple[int, ...] | None = None
     slot_ids: tuple[int, ...] | None = None
     tagger: str = "none"
+    word_pieces: str = "first"
     pad_id: int = 0
     bos_id: int = 2
     eos_id: int = 3
@@ -112,6 +115,8 @@ class TransformerConfig:
                 fail(name, value, "must be in [0, 1)")
         if self.positional_encoding not in POSITIONAL_ENCODINGS:
             fail("positional_encoding", self.positional_encoding, f"use one of {POSITIONAL_ENCODINGS}")
+        if self.word_pieces not in WORD_PIECES:
+            fail("word_pieces", self.word_pieces, f"use one of {WORD_PIECES}")
         if self.tagger not in TAGGERS:
             fail("tagger", self.tagger, f"use one of {TAGGERS}")
         if self.tagger != "none" and not self.word_alignment:

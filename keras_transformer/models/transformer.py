@@ -57,7 +57,7 @@ class Transformer(keras.Model):
         word_alignment, word_start_ids, slot_ids: add to each decoder input the encoder state of
             the next word to cover, for parsing (:class:`~keras_transformer.layers.word_alignment.WordAlignment`;
             the ids from :func:`~keras_transformer.layers.word_alignment.alignment_ids`); ``tagger``
-            a slot classifier over them (``none``/``auxiliary``/``fused``).
+            a slot classifier over them, ``word_pieces`` how a word's state is read.
         pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
         training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
         **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
@@ -132,10 +132,10 @@ class Transformer(keras.Model):
         if c.word_alignment:
             if not c.word_start_ids or not c.slot_ids:
                 raise ValueError("Invalid Transformer setting `word_alignment`=True: it needs `word_start_ids` and "
-                                 "`slot_ids` (keras_transformer.layers.word_alignment.alignment_ids(source_tokenizer, "
-                                 "target_tokenizer) reads them off the vocabularies)")
-            self.word_alignment = WordAlignment(c.word_start_ids, c.slot_ids, c.source_vocab_size,
-                                                c.target_vocab_size, c.tagger, dtype=policy, name="word_alignment")
+                                 "`slot_ids` (word_alignment.alignment_ids(source_tok, target_tok) reads them)")
+            self.word_alignment = WordAlignment(c.word_start_ids, c.slot_ids, c.source_vocab_size, c.target_vocab_size,
+                                                c.tagger, c.word_pieces, (c.pad_id, c.bos_id, c.eos_id),
+                                                dtype=policy, name="word_alignment")
         self.output_projection = None
         if not c.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(

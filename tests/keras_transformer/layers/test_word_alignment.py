@@ -43,6 +43,18 @@ def test_word_states_are_each_words_first_piece_and_zero_after_the_last():
     assert not states[0, 3:].any() and not states[1, 2:].any()
 
 
+def test_mean_word_states_average_each_words_pieces_and_leave_out_eos_and_padding():
+    model = model_with_alignment(word_pieces="mean")
+    encoded = model.encode(SOURCE).numpy()
+    states = model.word_states(SOURCE, tf.constant(encoded)).numpy()
+    expected = [encoded[0, [0, 1]].mean(0), encoded[0, 2], encoded[0, [3, 4]].mean(0)]
+    np.testing.assert_allclose(states[0, :3], np.stack(expected), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(states[1, :2], encoded[1, [0, 1]], rtol=1e-5, atol=1e-6)
+    assert not states[0, 3:].any() and not states[1, 2:].any()
+    with pytest.raises(ValueError, match="word_pieces"):
+        model_with_alignment(word_pieces="last")
+
+
 def test_the_word_index_is_the_same_in_training_and_in_constrained_decoding():
     """Teacher forcing points position t at the slots among inputs 0..t; decoding step by step
     keeps that count in its cache, and the bracket constraint's slots left are words minus it."""
@@ -67,9 +79,9 @@ def test_the_word_index_is_the_same_in_training_and_in_constrained_decoding():
     assert np.stack(left, 1)[0].tolist() == expected[0]
 
 
-@pytest.mark.parametrize("tagger", ["none", "fused"])
-def test_cached_decoding_equals_the_full_forward_pass(tagger):
-    model = model_with_alignment(tagger=tagger)
+@pytest.mark.parametrize("tagger, word_pieces", [("none", "first"), ("fused", "mean")])
+def test_cached_decoding_equals_the_full_forward_pass(tagger, word_pieces):
+    model = model_with_alignment(tagger=tagger, word_pieces=word_pieces)
     full = model((SOURCE, TARGET_IN)).numpy()
     encoded = model.encode(SOURCE)
     cache = model.init_cache(encoded, TARGET_IN.shape[1], source_ids=SOURCE)
@@ -115,9 +127,9 @@ def test_greedy_and_beam_search_decode_an_aligned_model_and_the_cache_follows_th
     assert ended
 
 
-@pytest.mark.parametrize("tagger", ["none", "auxiliary", "fused"])
-def test_config_round_trip_and_save_load(tmp_path, tagger):
-    model = model_with_alignment(tagger=tagger)
+@pytest.mark.parametrize("tagger, word_pieces", [("none", "first"), ("auxiliary", "first"), ("fused", "mean")])
+def test_config_round_trip_and_save_load(tmp_path, tagger, word_pieces):
+    model = model_with_alignment(tagger=tagger, word_pieces=word_pieces)
     clone = Transformer.from_config(model.get_config())
     clone.build()
     clone.set_weights(model.get_weights())
