@@ -35,6 +35,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.training.losses import label_smoothed_nll
+
 WORD_BOUNDARY = "\u2581"
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
 
@@ -101,6 +103,7 @@ class WordAlignment(keras.layers.Layer):
                                  f"{len(ids)} ids" + (f" from {min(ids)} to {max(ids)}" if ids else ""))
         self._word_start_table = _indicator(self.word_start_ids, self.source_vocab_size)
         self._slot_table = _indicator(self.slot_ids, self.target_vocab_size)
+        self._special_table = _indicator(self.special_ids, self.source_vocab_size)
         self.projection = self.tag_projection = None
 
     def build(self, input_shape=None):
@@ -121,7 +124,7 @@ class WordAlignment(keras.layers.Layer):
         length = ops.shape(source_ids)[1]
         member = ops.cast(starts, "bool")
         if self.word_pieces == "mean":
-            special = ops.take(ops.convert_to_tensor(_indicator(self.special_ids, self.source_vocab_size)), source_ids)
+            special = ops.take(ops.convert_to_tensor(self._special_table), source_ids)
             member = ops.logical_and(ops.equal(special, 0), word_of_piece >= 0)
         select = ops.cast(ops.logical_and(
             ops.equal(word_of_piece[:, None, :], ops.arange(length, dtype="int32")[None, :, None]),
@@ -136,11 +139,14 @@ class WordAlignment(keras.layers.Layer):
         Position ``t`` points at ``slots_before`` + the number of slots among ``target_ids[:, :t+1]``
         (BOS is no slot): the word the next slot will cover.
         """
-        is_slot = ops.take(ops.convert_to_tensor(self._slot_table), ops.cast(target_ids, "int32"))
-        pointer = ops.cumsum(is_slot, axis=1)
+        pointer = ops.cumsum(self.is_slot(target_ids), axis=1)
         if slots_before is not None:
             pointer = pointer + ops.cast(slots_before, "int32")[:, None]
         return pointer, pointer[:, -1]
+
+    def is_slot(self, target_ids):
+        """int32, 1 where a target id is a slot (stands for a word)."""
+        return ops.take(ops.convert_to_tensor(self._slot_table), ops.cast(target_ids, "int32"))
 
     @staticmethod
     def aligned(word_states, pointer):
@@ -171,10 +177,7 @@ def tagging_loss(alignment: WordAlignment, word_states, target_in, target_out, l
     Position ``t``'s word is the pointer over ``target_in`` (teacher forcing), the word the slot
     ``target_out[t]`` covers, as in decoding.
     """
-    from keras_transformer.training.losses import label_smoothed_nll
-
     pointer, _ = alignment.pointer(target_in)
     logits = alignment.tag_logits(word_states, pointer)
     losses, _ = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
-    is_slot = ops.take(ops.convert_to_tensor(alignment._slot_table), ops.cast(target_out, "int32"))
-    return ops.sum(losses * ops.cast(is_slot, "float32"))
+    return ops.sum(losses * ops.cast(alignment.is_slot(target_out), "float32"))
