@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.beam import beam_search, beam_search_decode
-from keras_transformer.decoding.greedy import prepare_decoding, special_ids
+from keras_transformer.decoding.greedy import loop_shapes, prepare_decoding, special_ids
 
 
 def _timed(function, *args, repeats: int = 2):
@@ -59,12 +59,13 @@ def profile_batch(model, source_ids: np.ndarray, slots: np.ndarray, constraint, 
         rows = tf.shape(source)[0] * beam_size
         ids = tf.fill(tf.stack([rows, steps + 1]), model.config.bos_id)
 
-        def body(step, state, total):
+        def body(step, total, state):
             log_probs, state = score_fn(ids, step, state)
-            return step + 1, state, total + tf.reduce_sum(log_probs[:, 0])
+            return step + 1, total + tf.reduce_sum(log_probs[:, 0]), state
 
-        _, _, total = tf.while_loop(lambda step, *_: step < steps, body,
-                                    (tf.constant(0), state, tf.constant(0.0)))
+        loop_vars = (tf.constant(0), tf.constant(0.0), state)
+        _, total, _ = tf.while_loop(lambda step, *_: step < steps, body, loop_vars,
+                                    shape_invariants=loop_shapes(loop_vars))
         return total
 
     full_seconds, full_steps = _timed(full, source, slot_counts)

@@ -45,6 +45,7 @@ from keras_transformer.decoding.greedy import (
     compiled,
     greedy_decode,
     initial_ids,
+    loop_shapes,
     prepare_decoding,
     special_ids,
     write_column,
@@ -203,20 +204,10 @@ def beam_search(
             new_state,
         )
 
+    loop_vars = (tf.constant(0, tf.int32), alive_ids, alive_log_probs, finished_ids, finished_scores,
+                 finished_log_probs, finished_lengths, done, initial_state)
     steps, _, _, f_ids, f_scores, f_log_probs, f_lengths, _, _ = tf.while_loop(
-        condition,
-        body,
-        (
-            tf.constant(0, tf.int32),
-            alive_ids,
-            alive_log_probs,
-            finished_ids,
-            finished_scores,
-            finished_log_probs,
-            finished_lengths,
-            done,
-            initial_state,
-        ),
+        condition, body, loop_vars, shape_invariants=loop_shapes(loop_vars)
     )
     return BeamSearchOutput(
         ids=f_ids[:, :, 1:], scores=f_scores, log_probs=f_log_probs, lengths=f_lengths, steps=steps

@@ -185,8 +185,6 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
     source_ids = tf.cast(source_ids, tf.int32)
     pad_id = model.config.pad_id
     max_lengths = max_output_lengths(source_ids, max_length_offset, pad_id, model_output_limit(model))
-    # At least 1: reduce_max of an empty batch is the lowest int32.
-    max_length = tf.maximum(tf.reduce_max(max_lengths), 1)
     encoder_outputs = model.encode(source_ids, training=False)
     padding_mask = model.padding_mask(source_ids)
     if not use_cache:
@@ -196,7 +194,7 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
             None if word_states is None else tile_beams(word_states, beam_size),
         )
         return score_fn, (), max_lengths
-    cache = tile_nest(model.init_cache(encoder_outputs, max_length, source_ids=source_ids), beam_size)
+    cache = tile_nest(model.init_cache(encoder_outputs, source_ids=source_ids), beam_size)
     static = {key: cache.pop(key) for key in STATIC_CACHE_KEYS if key in cache}
     score_fn = cached_score_fn(
         model,
@@ -205,6 +203,21 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
         static,
     )
     return score_fn, cache, max_lengths
+
+
+def loop_shapes(loop_vars):
+    """``tf.while_loop`` shape invariants of a search loop whose last variable is the state.
+
+    The state's tensors may change every dimension but the last (the self-attention cache grows
+    by one position per step, the constraint's stacks may too); the other variables keep theirs.
+    """
+    *fixed, state = loop_vars
+
+    def growing(tensor):
+        shape = tensor.shape
+        return tf.TensorShape([None] * (shape.rank - 1) + [shape[-1]] if shape.rank else [])
+
+    return (*(tensor.shape for tensor in fixed), tf.nest.map_structure(growing, state))
 
 
 # ---------------------------------------------------------------------- greedy search
@@ -252,10 +265,9 @@ def greedy_search(
         finished = finished | tf.equal(tokens, eos_id) | (step + 1 >= max_lengths)
         return step + 1, ids, finished, lengths, total, state
 
+    loop_vars = (tf.constant(0, tf.int32), ids, finished, lengths, total, initial_state)
     steps, ids, _, lengths, total, _ = tf.while_loop(
-        condition,
-        body,
-        (tf.constant(0, tf.int32), ids, finished, lengths, total, initial_state),
+        condition, body, loop_vars, shape_invariants=loop_shapes(loop_vars)
     )
     return GreedyOutput(ids=ids[:, 1:], lengths=lengths, log_probs=total, steps=steps)
 

@@ -64,10 +64,10 @@ class MultiHeadAttention(keras.layers.Layer):
         query: ``[batch, q_len, d_model]``.
         value: ``[batch, k_len, d_model]``; also the key unless ``key`` is given.
         attention_mask: boolean, broadcastable to ``[batch, heads, q_len, k_len]``.
-        cache: for incremental decoding, a dict ``{"key": [batch, heads, max_len, d_k],
-            "value": [batch, heads, max_len, d_v]}``. With ``cache_index`` the projections of
-            the new ``value`` positions are written into the cache at ``cache_index`` and the
-            query attends over the whole cache (decoder self-attention). Without
+        cache: for incremental decoding, a dict ``{"key": [batch, heads, t, d_k],
+            "value": [batch, heads, t, d_v]}``. With ``cache_index`` (= ``t``, the positions
+            cached so far) the projections of the new ``value`` positions are appended to the
+            cache and the query attends over all of it (decoder self-attention). Without
             ``cache_index`` the cache is a precomputed, read-only projection of the memory
             (encoder-decoder attention, computed once per sentence by ``compute_cache``).
         return_attention_scores: also return the ``[batch, heads, q_len, k_len]`` weights.
@@ -154,9 +154,10 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self._split_heads(self.key_dense(value if key is None else key), self.key_dim)
             v = self._split_heads(self.value_dense(value), self.value_dim)
             if cache is not None:
-                start = [0, 0, cache_index, 0]
-                k = ops.slice_update(cache["key"], start, ops.cast(k, cache["key"].dtype))
-                v = ops.slice_update(cache["value"], start, ops.cast(v, cache["value"].dtype))
+                # Appended, not written into a buffer of the maximum length: a step then reads,
+                # copies and (in beam search) reorders only the positions decoded so far.
+                k = ops.concatenate([cache["key"], ops.cast(k, cache["key"].dtype)], axis=2)
+                v = ops.concatenate([cache["value"], ops.cast(v, cache["value"].dtype)], axis=2)
                 cache = {"key": k, "value": v}
         attended, weights = scaled_dot_product_attention(
             q, k, v, mask=attention_mask, dropout_layer=self.dropout_layer, training=training

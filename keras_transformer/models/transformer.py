@@ -276,7 +276,7 @@ class Transformer(keras.Model):
         if cache is None:
             mask = causal_mask(length, length)
         else:
-            mask = causal_mask(length, ops.shape(cache["self"][0]["key"])[2], start)
+            mask = causal_mask(length, start + length, start)
         new_self_caches, scores = [], []
         for i, layer in enumerate(self.decoder_layers):
             outputs = layer(
@@ -310,11 +310,10 @@ class Transformer(keras.Model):
             cache = {**cache, "self": new_self_caches, **({} if slots is None else {"slots": slots})}
         return DecoderOutput(logits, cache, scores if return_attention_scores else None)
 
-    def init_cache(self, encoder_outputs, max_length, source_ids=None):
-        """Cache for incremental decoding of up to ``max_length`` target positions.
-
-        ``self``: per decoder layer, zero keys/values ``[batch, heads, max_length, d_k|d_v]``
-        filled as decoding proceeds. ``cross``: per layer, the encoder outputs projected to
+    def init_cache(self, encoder_outputs, source_ids=None):
+        """Cache for incremental decoding. ``self``: per decoder layer, keys/values ``[batch,
+        heads, 0, d_k|d_v]``, one position appended per decoded token (a decoding loop declares
+        that axis as growing: ``decoding.greedy.loop_shapes``). ``cross``: per layer, the encoder outputs projected to
         keys and values once per sentence instead of once per step. With ``word_alignment``
         (``source_ids`` needed): ``words``, the per-sentence word states, and ``slots``, the
         running count of slot tokens, which points at the next word.
@@ -324,8 +323,8 @@ class Transformer(keras.Model):
         dtype = self.compute_dtype
         self_caches = [
             {
-                "key": ops.zeros((batch, c.num_heads, max_length, c.d_k), dtype=dtype),
-                "value": ops.zeros((batch, c.num_heads, max_length, c.d_v), dtype=dtype),
+                "key": ops.zeros((batch, c.num_heads, 0, c.d_k), dtype=dtype),
+                "value": ops.zeros((batch, c.num_heads, 0, c.d_v), dtype=dtype),
             }
             for _ in self.decoder_layers
         ]

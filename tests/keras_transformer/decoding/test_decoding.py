@@ -100,7 +100,7 @@ def test_cached_step_logits_equal_full_decoder(settings):
     mask = model.padding_mask(source)
     full = model.decode(target, encoder_outputs, mask, training=False).logits.numpy()
 
-    cache = model.init_cache(encoder_outputs, max_length=target.shape[1])
+    cache = model.init_cache(encoder_outputs)
     for t in range(target.shape[1]):
         logits, cache, _ = model.decode(
             target[:, t : t + 1], encoder_outputs, mask, cache=cache, cache_index=t, training=False

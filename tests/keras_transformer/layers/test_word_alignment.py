@@ -64,7 +64,7 @@ def test_the_word_index_is_the_same_in_training_and_in_constrained_decoding():
     assert pointer.numpy().tolist() == expected
 
     encoded = model.encode(SOURCE)
-    cache = model.init_cache(encoded, TARGET_IN.shape[1], source_ids=SOURCE)
+    cache = model.init_cache(encoded, source_ids=SOURCE)
     constraint = BracketConstraint(16, SLOTS, OPEN, CLOSE, EOS)
     words = tf.constant([3, 2])
     state = constraint.initial_state(words)
@@ -84,7 +84,7 @@ def test_cached_decoding_equals_the_full_forward_pass(tagger, word_pieces):
     model = model_with_alignment(tagger=tagger, word_pieces=word_pieces)
     full = model((SOURCE, TARGET_IN)).numpy()
     encoded = model.encode(SOURCE)
-    cache = model.init_cache(encoded, TARGET_IN.shape[1], source_ids=SOURCE)
+    cache = model.init_cache(encoded, source_ids=SOURCE)
     steps = []
     for t in range(TARGET_IN.shape[1]):
         logits, cache, _ = model.decode(TARGET_IN[:, t : t + 1], encoded, model.padding_mask(SOURCE), cache=cache,

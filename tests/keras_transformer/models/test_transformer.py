@@ -103,13 +103,16 @@ def test_cached_decoding_gives_the_full_decoder_logits(model):
     source[1, 4:] = 0
     full = np.asarray(model((source, target)))
     encoded = model.encode(source)
-    cache = model.init_cache(encoded, max_length=12)
+    cache = model.init_cache(encoded)
     steps = []
     for t in range(target.shape[1]):
         logits, cache, _ = model.decode(
             target[:, t : t + 1], encoded, model.padding_mask(source), cache=cache, cache_index=t
         )
         steps.append(np.asarray(logits)[:, 0])
+        # The self-attention cache holds the positions decoded so far, no more (not a buffer
+        # of the maximum length that every step would copy).
+        assert cache["self"][0]["key"].shape[2] == t + 1
     np.testing.assert_allclose(np.stack(steps, 1), full, atol=1e-4)
 
 
