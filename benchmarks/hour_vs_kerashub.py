@@ -1,0 +1,165 @@
+"""The hour side by side, as users run it: our translation flow, then the keras-hub baseline.
+
+Each trains alone on the whole machine for the same minutes, one after the other (issue 20,
+item 5): first ``python -m flows.translation`` with a translation config (``cpu-small`` by
+default: its preset's 60-minute budget; ``--minutes`` overrides it), then the baseline's
+``train.py`` (``../shared/baselines/kerashub_seq2seq``) on our train split for as many minutes.
+Both are scored on both test splits, ``test`` (sentence hash) and ``test_unseen`` (held-out
+packages), with sacreBLEU BLEU and chrF, the brevity penalty and the loop counter of the
+evaluation stage (:func:`pipelines.tasks.translation.repetition.loop_counts`).
+
+The baseline decodes one TSV: both test splits go in as one file, in order, and its hypotheses
+are cut back into the two splits before scoring, so that it trains once.
+
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --out runs/hour-vs-kerashub \\
+        --output benchmarks/results/cpu-small-vs-kerashub-hour-<date>.json
+    # a wiring run of the whole procedure (minutes, not an hour):
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --config configs/translation/demo.yaml \\
+        --minutes 2 --decode-limit 40 --out runs/hour-vs-kerashub-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from report import emit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+logger = logging.getLogger("hour_vs_kerashub")
+SPLITS = ("test", "test_unseen")
+
+
+def _machine() -> dict:
+    return {"cpus": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
+            "load_average_at_start": os.getloadavg()}
+
+
+def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None) -> dict:
+    """Runs the translation flow; returns its steps, time and both splits' scores."""
+    command = [sys.executable, "-m", "flows.translation", "--config", str(config), "--json",
+               "--set", f"run_dir={run_dir}", "--set", "evaluation.split=test"]
+    if minutes is not None:
+        command += ["--set", f"train.train_minutes={minutes}"]
+    if decode_limit:
+        command += ["--set", f"evaluation.max_sentences={decode_limit}"]
+    logger.info("ours: %s", " ".join(command))
+    started = time.time()
+    done = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
+    seconds = time.time() - started
+    result = json.loads(done.stdout)
+    evaluation = Path(result["run_path"]) / "evaluation"
+    scores = {}
+    for split, directory in (("test", evaluation), ("test_unseen", evaluation / "test_unseen")):
+        record = json.loads((directory / "scores.json").read_text(encoding="utf-8"))
+        scores[split] = {"sentences": record["evaluation"]["num_sentences"],
+                         "bleu": round(record["bleu"]["score"], 2), "chrf": round(record["chrf"]["score"], 2),
+                         "brevity_penalty": round(record["bleu"]["brevity_penalty"], 3),
+                         "looping_hypotheses": record["loops"]["hypotheses"],
+                         "looping_references": record["loops"]["references"]}
+    training = result["training"]
+    return {"run_path": result["run_path"], "run_id": result["run_id"], "wall_seconds": round(seconds),
+            "steps": training["final_step"], "train_seconds": round(training["train_seconds"]),
+            "parameters": training["parameters"], "distribution": training.get("distribution", {}),
+            "decoding": record["evaluation"].get("decoding"), "scores": scores}
+
+
+def write_baseline_inputs(corpus_dir: Path, out: Path) -> dict[str, int]:
+    """``train.tsv`` (our train split) and ``eval.tsv`` (test, then test_unseen); the line counts."""
+    from write_baseline_tsv import write_tsv
+
+    from pipelines.corpus import Corpus
+
+    corpus = Corpus.load(corpus_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {"train": write_tsv(corpus, "train", out / "train.tsv")}
+    parts = []
+    for split in SPLITS:
+        counts[split] = write_tsv(corpus, split, out / f"{split}.tsv")
+        parts.append((out / f"{split}.tsv").read_text(encoding="utf-8"))
+    (out / "eval.tsv").write_text("".join(parts), encoding="utf-8")
+    return counts
+
+
+def run_baseline(baseline_dir: Path, out: Path, minutes: float, counts: dict[str, int],
+                 decode_limit: int | None) -> dict:
+    """Trains the keras-hub baseline, then scores its hypotheses split by split."""
+    import sacrebleu
+
+    from pipelines.tasks.translation.repetition import loop_counts
+
+    if decode_limit:
+        # Its --decode-limit keeps the first N of eval.tsv; keep N of each split instead.
+        lines = {s: (out / f"{s}.tsv").read_text(encoding="utf-8").splitlines(True)[:decode_limit]
+                 for s in SPLITS}
+        (out / "eval.tsv").write_text("".join(lines["test"] + lines["test_unseen"]), encoding="utf-8")
+        counts = {**counts, **{s: len(lines[s]) for s in SPLITS}}
+    command = [sys.executable, str(baseline_dir / "train.py"), "--train", str(out / "train.tsv"),
+               "--test", str(out / "eval.tsv"), "--minutes", str(minutes), "--out", str(out / "kerashub")]
+    logger.info("baseline: %s", " ".join(command))
+    started = time.time()
+    subprocess.run(command, cwd=ROOT, check=True)
+    seconds = time.time() - started
+    result = json.loads((out / "kerashub" / "result.json").read_text(encoding="utf-8"))
+    hypotheses = (out / "kerashub" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    references = (out / "kerashub" / "test.ref").read_text(encoding="utf-8").splitlines()
+    scores, start = {}, 0
+    for split in SPLITS:
+        hyp, ref = hypotheses[start:start + counts[split]], references[start:start + counts[split]]
+        start += counts[split]
+        bleu = sacrebleu.corpus_bleu(hyp, [ref])
+        loops = loop_counts(hyp, ref)
+        scores[split] = {"sentences": len(hyp), "bleu": round(bleu.score, 2),
+                         "chrf": round(sacrebleu.corpus_chrf(hyp, [ref]).score, 2),
+                         "brevity_penalty": round(bleu.bp, 3), "looping_hypotheses": loops["hypotheses"],
+                         "looping_references": loops["references"]}
+    if start != len(hypotheses):
+        raise RuntimeError(f"baseline wrote {len(hypotheses)} hypotheses for {start} test pairs")
+    return {"wall_seconds": round(seconds), "steps": result["steps"], "epochs": result["epochs"],
+            "minutes": result["minutes"], "parameters": result["params"], "train_pairs": result["train_pairs"],
+            "decode_seconds_both_splits": result["decode_seconds"], "scores": scores}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
+    parser.add_argument("--minutes", type=float, help="training minutes of both (default: the preset's)")
+    parser.add_argument("--baseline-dir", type=Path, default=ROOT.parent / "shared/baselines/kerashub_seq2seq")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs/hour-vs-kerashub")
+    parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
+    parser.add_argument("--output", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if not (args.baseline_dir / "train.py").is_file():
+        parser.error(f"--baseline-dir {args.baseline_dir}: no train.py there")
+    machine = _machine()
+    ours = run_ours(args.config.resolve(), args.out.resolve() / "ours", args.minutes, args.decode_limit)
+    corpus_dirs = [p for p in (args.out / "ours" / "data").iterdir() if (p / "manifest.json").is_file()]
+    if len(corpus_dirs) != 1:
+        raise RuntimeError(f"expected one prepared corpus under {args.out / 'ours' / 'data'}, found {corpus_dirs}")
+    counts = write_baseline_inputs(corpus_dirs[0], args.out / "baseline")
+    minutes = args.minutes if args.minutes is not None else ours["train_seconds"] / 60
+    baseline = run_baseline(args.baseline_dir.resolve(), args.out / "baseline", minutes, counts, args.decode_limit)
+    ratios = {split: {"bleu": round(ours["scores"][split]["bleu"] / max(baseline["scores"][split]["bleu"], 1e-9), 2),
+                      "chrf": round(ours["scores"][split]["chrf"] / max(baseline["scores"][split]["chrf"], 1e-9), 2)}
+              for split in SPLITS}
+    config = args.config.resolve()
+    config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
+    emit({"benchmark": "hour_vs_kerashub", "config": str(config),
+          "how": "each alone on the whole machine, one after the other; the baseline for our training minutes, "
+                 "on our train split; both scored on both test splits",
+          "machine": machine, "minutes": round(minutes, 1), "decode_limit": args.decode_limit,
+          "ours": ours, "kerashub": baseline, "ratio_ours_over_kerashub": ratios}, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
