@@ -148,9 +148,11 @@ def main(argv=None) -> int:
     counts = write_baseline_inputs(corpus_dirs[0], args.out / "baseline")
     minutes = args.minutes if args.minutes is not None else ours["train_seconds"] / 60
     baseline = run_baseline(args.baseline_dir.resolve(), args.out / "baseline", minutes, counts, args.decode_limit)
-    ratios = {split: {"bleu": round(ours["scores"][split]["bleu"] / max(baseline["scores"][split]["bleu"], 1e-9), 2),
-                      "chrf": round(ours["scores"][split]["chrf"] / max(baseline["scores"][split]["chrf"], 1e-9), 2)}
-              for split in SPLITS}
+    def ratio(split, metric):
+        theirs = baseline["scores"][split][metric]
+        return round(ours["scores"][split][metric] / theirs, 2) if theirs > 0 else None
+
+    ratios = {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
     config = args.config.resolve()
     config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
     emit({"benchmark": "hour_vs_kerashub", "config": str(config),
