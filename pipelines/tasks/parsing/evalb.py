@@ -181,9 +181,14 @@ def score_trees(gold: Sequence[Tree], test: Sequence[Tree | None], *, cutoff_len
     if len(gold) != len(test):
         raise ValueError(f"{len(gold)} gold trees but {len(test)} test trees")
     records = [score_sentence(i + 1, g, t, punctuation) for i, (g, t) in enumerate(zip(gold, test))]
-    for record in records:
-        if record["status"] == ERROR:
-            logger.warning("sentence %d: %s", record["id"], record["error"])
+    errors = [record for record in records if record["status"] == ERROR]
+    for record in errors:
+        logger.debug("sentence %d: %s", record["id"], record["error"])
+    if errors:
+        # One line, not one per sentence (each is in the per-sentence records): with punctuation
+        # "each", a punctuation tag predicted unlike gold's is enough to leave a sentence out.
+        logger.warning("%d of %d sentences not scored (punctuation %r), e.g. sentence %d: %s", len(errors),
+                       len(records), punctuation, errors[0]["id"], errors[0]["error"])
     return {
         "per_sentence": records,
         "all": summarize(records),

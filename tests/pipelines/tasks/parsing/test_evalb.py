@@ -181,3 +181,14 @@ def test_baselines_on_the_sample_equal_evalb(sample_splits):
     assert round(score_trees(gold, most_frequent_label_baseline(gold))["all"]["fmeasure"], 2) == 43.71
     branching = [right_branching(tree.words(), tree.tags()) for tree in gold]
     assert round(score_trees(gold, branching)["all"]["fmeasure"], 2) == 8.97
+
+
+def test_unscored_sentences_are_one_log_line_not_one_each(caplog):
+    gold = [parse_tree(GOLD)] * 3
+    test = [parse_tree(GOLD.replace("cat", "dog")), parse_tree(GOLD.replace(" (DT The)", "")), parse_tree(GOLD)]
+    with caplog.at_level("INFO", logger="pipelines.tasks.parsing.evalb"):
+        score_trees(gold, test)
+    lines = [r for r in caplog.records if r.name == "pipelines.tasks.parsing.evalb"]
+    assert len(lines) == 1 and lines[0].levelname == "WARNING"
+    assert lines[0].getMessage() == ("2 of 3 sentences not scored (punctuation 'each'), e.g. sentence 1: "
+                                     "Words unmatch (cat|dog)")
