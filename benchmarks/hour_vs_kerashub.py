@@ -3,7 +3,8 @@
 Each trains alone on the whole machine for the same minutes, one after the other (issue 20,
 item 5): first ``python -m flows.translation`` with a translation config (``cpu-small`` by
 default: its preset's 60-minute budget; ``--minutes`` overrides it), then the baseline's
-``train.py`` (``../shared/baselines/kerashub_seq2seq``) on our train split for as many minutes.
+``train.py`` (``--baseline-dir``, the team's keras-hub yardstick, kept outside this repository) on
+our train split for as many minutes.
 Both are scored on both test splits, ``test`` (sentence hash) and ``test_unseen`` (held-out
 packages), with sacreBLEU BLEU and chrF, the brevity penalty and the loop counter of the
 evaluation stage (:func:`pipelines.tasks.translation.repetition.loop_counts`).
@@ -11,10 +12,10 @@ evaluation stage (:func:`pipelines.tasks.translation.repetition.loop_counts`).
 The baseline decodes one TSV: both test splits go in as one file, in order, and its hypotheses
 are cut back into the two splits before scoring, so that it trains once.
 
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --out runs/hour-vs-kerashub \\
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --out runs/hour-vs-kerashub \\
         --output benchmarks/results/cpu-small-vs-kerashub-hour-<date>.json
     # a wiring run of the whole procedure (minutes, not an hour):
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --config configs/translation/demo.yaml \\
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --config configs/translation/demo.yaml \\
         --minutes 2 --decode-limit 40 --out runs/hour-vs-kerashub-smoke
 """
 
@@ -60,11 +61,7 @@ def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: i
     scores = {}
     for split, directory in (("test", evaluation), ("test_unseen", evaluation / "test_unseen")):
         record = json.loads((directory / "scores.json").read_text(encoding="utf-8"))
-        scores[split] = {"sentences": record["evaluation"]["num_sentences"],
-                         "bleu": round(record["bleu"]["score"], 2), "chrf": round(record["chrf"]["score"], 2),
-                         "brevity_penalty": round(record["bleu"]["brevity_penalty"], 3),
-                         "looping_hypotheses": record["loops"]["hypotheses"],
-                         "looping_references": record["loops"]["references"]}
+        scores[split] = _summary(record, record["evaluation"]["num_sentences"])
     training = result["training"]
     return {"run_path": result["run_path"], "run_id": result["run_id"], "wall_seconds": round(seconds),
             "steps": training["final_step"], "train_seconds": round(training["train_seconds"]),
@@ -89,13 +86,44 @@ def write_baseline_inputs(corpus_dir: Path, out: Path) -> dict[str, int]:
     return counts
 
 
+def _summary(scores: dict, sentences: int) -> dict:
+    """The figures a side-by-side table needs from a ``scores.json``-shaped record."""
+    return {"sentences": sentences, "bleu": round(scores["bleu"]["score"], 2),
+            "chrf": round(scores["chrf"]["score"], 2),
+            "brevity_penalty": round(scores["bleu"]["brevity_penalty"], 3),
+            "looping_hypotheses": scores["loops"]["hypotheses"], "looping_references": scores["loops"]["references"]}
+
+
+def score_baseline(out: Path, counts: dict[str, int]) -> dict[str, dict]:
+    """The baseline's hypotheses cut back into the test splits and scored by the evaluation
+    stage's own code (:func:`score_files`, :func:`loop_counts`), as ours are."""
+    from pipelines.tasks.translation import evaluation as ev
+    from pipelines.tasks.translation.repetition import loop_counts
+
+    hypotheses = (out / "kerashub" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    references = (out / "kerashub" / "test.ref").read_text(encoding="utf-8").splitlines()
+    expected = sum(counts[split] for split in SPLITS)
+    if expected != len(hypotheses):
+        raise RuntimeError(f"baseline wrote {len(hypotheses)} hypotheses for {expected} test pairs")
+    scores, start = {}, 0
+    for split in SPLITS:
+        hyp = [ev.clean_line(h) for h in hypotheses[start:start + counts[split]]]
+        ref = references[start:start + counts[split]]
+        start += counts[split]
+        directory = out / "kerashub" / "scores" / split
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, lines in ((ev.HYPOTHESES_FILE, hyp), (ev.REFERENCES_FILE, ref),
+                            (ev.TOKENIZED_HYPOTHESES_FILE, [ev.clean_line(ev.paper_tokenize(h)) for h in hyp]),
+                            (ev.TOKENIZED_REFERENCES_FILE, [ev.clean_line(ev.paper_tokenize(r)) for r in ref])):
+            ev.write_lines(directory / name, lines)
+        record = {**ev.score_files(directory), "loops": loop_counts(hyp, ref)}
+        scores[split] = _summary(record, len(hyp))
+    return scores
+
+
 def run_baseline(baseline_dir: Path, out: Path, minutes: float, counts: dict[str, int],
                  decode_limit: int | None) -> dict:
     """Trains the keras-hub baseline, then scores its hypotheses split by split."""
-    import sacrebleu
-
-    from pipelines.tasks.translation.repetition import loop_counts
-
     if decode_limit:
         # Its --decode-limit keeps the first N of eval.tsv; keep N of each split instead.
         lines = {s: (out / f"{s}.tsv").read_text(encoding="utf-8").splitlines(True)[:decode_limit]
@@ -109,30 +137,17 @@ def run_baseline(baseline_dir: Path, out: Path, minutes: float, counts: dict[str
     subprocess.run(command, cwd=ROOT, check=True)
     seconds = time.time() - started
     result = json.loads((out / "kerashub" / "result.json").read_text(encoding="utf-8"))
-    hypotheses = (out / "kerashub" / "test.hyp").read_text(encoding="utf-8").splitlines()
-    references = (out / "kerashub" / "test.ref").read_text(encoding="utf-8").splitlines()
-    scores, start = {}, 0
-    for split in SPLITS:
-        hyp, ref = hypotheses[start:start + counts[split]], references[start:start + counts[split]]
-        start += counts[split]
-        bleu = sacrebleu.corpus_bleu(hyp, [ref])
-        loops = loop_counts(hyp, ref)
-        scores[split] = {"sentences": len(hyp), "bleu": round(bleu.score, 2),
-                         "chrf": round(sacrebleu.corpus_chrf(hyp, [ref]).score, 2),
-                         "brevity_penalty": round(bleu.bp, 3), "looping_hypotheses": loops["hypotheses"],
-                         "looping_references": loops["references"]}
-    if start != len(hypotheses):
-        raise RuntimeError(f"baseline wrote {len(hypotheses)} hypotheses for {start} test pairs")
     return {"wall_seconds": round(seconds), "steps": result["steps"], "epochs": result["epochs"],
             "minutes": result["minutes"], "parameters": result["params"], "train_pairs": result["train_pairs"],
-            "decode_seconds_both_splits": result["decode_seconds"], "scores": scores}
+            "decode_seconds_both_splits": result["decode_seconds"], "scores": score_baseline(out, counts)}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
     parser.add_argument("--minutes", type=float, help="training minutes of both (default: the preset's)")
-    parser.add_argument("--baseline-dir", type=Path, default=ROOT.parent / "shared/baselines/kerashub_seq2seq")
+    parser.add_argument("--baseline-dir", type=Path, required=True,
+                        help="the keras-hub baseline's folder (holds train.py; not part of this repository)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/hour-vs-kerashub")
     parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
