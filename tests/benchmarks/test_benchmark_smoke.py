@@ -124,3 +124,15 @@ def test_parser_wiring_check_reports_overfit_f1_and_the_source_zeroed_loss(toy_t
     assert result["overfit_passed"] == (result["overfit"]["f1"] >= result["target_f1"])
     assert result["source_check_passed"] == (result["nll_source_zeroed"] > result["nll_with_source"] + 1.0)
     assert json.loads((tmp_path / "wiring.json").read_text()) == report
+
+
+@pytest.mark.slow
+def test_span_parser_probe_wiring_check_reports_both_numbers(toy_treebank, tmp_path):
+    report = run_json(REPO / "benchmarks" / "span_parser_probe.py", "--treebank", toy_treebank, "--smoke",
+                      "--output", tmp_path / "span.json", timeout=900)
+    assert report["wiring"] is True and report["training"]["steps"] == 40
+    assert report["train_trees"]["sentences"] == 10 and 0 <= report["train_trees"]["f1"] <= 100
+    assert report["overfit_passed"] == (report["train_trees"]["f1"] >= 95.0)
+    loss = report["loss"]
+    assert report["source_check_passed"] == (loss["source_zeroed"] > loss["with_source"] + 1.0)
+    assert json.loads((tmp_path / "span.json").read_text()) == report

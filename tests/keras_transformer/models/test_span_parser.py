@@ -1,0 +1,87 @@
+"""The span parser (keras_transformer/models/span_parser.py): shapes, padding, save/load, learning."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.models.span_parser import IGNORE, SpanParser, span_parser_loss
+
+VOCAB = 50
+# Even ids begin a word, odd ids continue one; 0 is padding.
+WORD_STARTS = list(range(2, VOCAB, 2))
+
+
+def _model(**overrides):
+    settings = dict(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0, span_hidden=16)
+    model = SpanParser(VOCAB, num_labels=4, num_tags=3, word_start_ids=WORD_STARTS, **{**settings, **overrides})
+    model.build()
+    return model
+
+
+def test_outputs_are_per_span_and_per_word():
+    model = _model()
+    # Sentence 0: three words (2 | 4 5 | 6), sentence 1: two words and padding.
+    source = np.array([[2, 4, 5, 6], [8, 10, 0, 0]], np.int32)
+    outputs = model(source)
+    assert outputs["spans"].shape == (2, 4, 4, 4) and outputs["tags"].shape == (2, 3, 3)
+    assert outputs["spans"].dtype == "float32"
+
+
+def test_padding_leaves_a_sentence_unchanged():
+    model = _model()
+    alone = model(np.array([[8, 10, 11]], np.int32))
+    padded = model(np.array([[8, 10, 11, 0, 0], [2, 4, 6, 12, 14]], np.int32))
+    # Sentence 0's two words: its spans (0..2) and tags are the same beside a longer neighbour.
+    np.testing.assert_allclose(padded["spans"][0, :3, :3], alone["spans"][0], atol=1e-5)
+    np.testing.assert_allclose(padded["tags"][0, :2], alone["tags"][0], atol=1e-5)
+
+
+def test_the_spans_depend_on_the_words():
+    model = _model()
+    before = np.asarray(model(np.array([[2, 4, 6]], np.int32))["spans"])
+    after = np.asarray(model(np.array([[2, 4, 8]], np.int32))["spans"])
+    assert np.abs(after - before).max() > 1e-4
+
+
+def test_config_and_keras_file_round_trip(tmp_path):
+    model = _model(norm_first=False)
+    source = np.array([[2, 3, 4, 6]], np.int32)
+    path = tmp_path / "span.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
+
+
+def test_it_learns_a_chart_and_the_loss_ignores_padding():
+    model = _model()
+    source = np.array([[2, 4, 6], [8, 10, 0]], np.int32)
+    spans = np.full([2, 4, 4], IGNORE, np.int32)
+    spans[0][np.triu_indices(4, 1)] = 0
+    spans[1][np.triu_indices(3, 1)] = 0
+    spans[0, 0, 2], spans[1, 0, 2] = 1, 2
+    tags = np.array([[0, 1, 2], [2, 0, IGNORE]], np.int32)
+    optimizer = keras.optimizers.Adam(1e-2)
+    first = float(span_parser_loss(model(source), spans, tags))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = span_parser_loss(model(source, training=True), spans, tags)
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    for _ in range(60):
+        loss = step()
+    assert float(loss) < 0.1 * first
+    predicted = np.asarray(model(source)["spans"]).argmax(-1)
+    assert predicted[0, 0, 2] == 1 and predicted[1, 0, 2] == 2
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("d_model", 15, "must be even"), ("word_start_ids", [], "word_start_ids"), ("num_labels", 1, "num_labels")])
+def test_bad_settings_name_themselves(setting, value, message):
+    with pytest.raises(ValueError, match=message):
+        SpanParser(**{"source_vocab_size": VOCAB, "num_labels": 4, "num_tags": 3, "word_start_ids": WORD_STARTS,
+                      setting: value})
