@@ -247,9 +247,9 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
+    from keras_transformer.layers.word_alignment import SPECIAL_PIECES, WORD_BOUNDARY
     from keras_transformer.models.span_parser import SpanParser
     from keras_transformer.tokenizer import SubwordTokenizer
-    from keras_transformer.layers.word_alignment import SPECIAL_PIECES, WORD_BOUNDARY
     from pipelines.tasks.parsing.treebank import load_splits
 
     tf.random.set_seed(args.seed)

@@ -50,8 +50,9 @@ class SpanParser(keras.Model):
                  **kwargs):
         super().__init__(**kwargs)
         if d_model % 2:
-            raise ValueError(f"SpanParser's `d_model` must be even (fwd/bwd halves), received d_model={d_model}")
-        for name, value in (("num_labels", num_labels), ("num_tags", num_tags), ("source_vocab_size", source_vocab_size)):
+            raise ValueError(f"SpanParser's `d_model` must be even (fwd/bwd halves), received {d_model=}")
+        sizes = {"num_labels": num_labels, "num_tags": num_tags, "source_vocab_size": source_vocab_size}
+        for name, value in sizes.items():
             if not isinstance(value, int) or value < 2:
                 raise ValueError(f"SpanParser's `{name}` must be an integer >= 2, received {name}={value!r}")
         self.source_vocab_size, self.num_labels, self.num_tags = source_vocab_size, num_labels, num_tags
