@@ -42,11 +42,16 @@ class SpanParser(keras.Model):
         num_layers, d_model, num_heads, d_ff, dropout, norm_first: the encoder (section 3.1, 5.4).
         span_hidden: width of the span MLP's hidden layer.
         pad_id: the source padding id.
+        labels, tags: the names of the span labels (``""`` first, chains joined by ``+``) and of
+            the tags, for decoding into trees (:class:`~keras_transformer.decoding.chart_parser.ChartParser`);
+            their lengths must be ``num_labels`` and ``num_tags``.
+        bias: added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
     def __init__(self, source_vocab_size: int, num_labels: int, num_tags: int, word_start_ids: Sequence[int], *,
                  num_layers: int = 4, d_model: int = 256, num_heads: int = 4, d_ff: int = 1024,
                  dropout: float = 0.2, norm_first: bool = True, span_hidden: int = 256, pad_id: int = 0,
+                 labels: Sequence[str] | None = None, tags: Sequence[str] | None = None, bias: float = 0.0,
                  **kwargs):
         super().__init__(**kwargs)
         if d_model % 2:
@@ -56,6 +61,12 @@ class SpanParser(keras.Model):
             if not isinstance(value, int) or value < 2:
                 raise ValueError(f"SpanParser's `{name}` must be an integer >= 2, received {name}={value!r}")
         self.source_vocab_size, self.num_labels, self.num_tags = source_vocab_size, num_labels, num_tags
+        for name, names, size in (("labels", labels, num_labels), ("tags", tags, num_tags)):
+            if names is not None and len(names) != size:
+                raise ValueError(f"SpanParser's `{name}` holds {len(names)} names for {size} classes")
+        self.labels = None if labels is None else [str(name) for name in labels]
+        self.tags = None if tags is None else [str(name) for name in tags]
+        self.bias = float(bias)
         self.word_start_ids = [int(i) for i in word_start_ids]
         if not self.word_start_ids:
             raise ValueError("SpanParser's `word_start_ids` is empty: no source piece begins a word")
@@ -151,7 +162,8 @@ class SpanParser(keras.Model):
         config.update(source_vocab_size=self.source_vocab_size, num_labels=self.num_labels, num_tags=self.num_tags,
                       word_start_ids=self.word_start_ids, num_layers=self.num_layers, d_model=self.d_model,
                       num_heads=self.num_heads, d_ff=self.d_ff, dropout=self.dropout, norm_first=self.norm_first,
-                      span_hidden=self.span_hidden, pad_id=self.pad_id)
+                      span_hidden=self.span_hidden, pad_id=self.pad_id, labels=self.labels, tags=self.tags,
+                      bias=self.bias)
         return config
 
 

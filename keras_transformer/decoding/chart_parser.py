@@ -1,0 +1,67 @@
+"""Parse raw sentences with a trained span parser: tokenize, score every span, CKY.
+
+The counterpart of :class:`~keras_transformer.decoding.translator.Translator` for
+:class:`~keras_transformer.models.span_parser.SpanParser`: the same ``translate`` call, returning
+each sentence's tree in section 6.3's linearised form (:mod:`keras_transformer.decoding.chart`),
+so the parsing task's evaluation scores either parser through one path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.decoding.chart import decode_chart
+
+
+class ChartParser:
+    """A span parser and its source tokenizer, parsing lists of sentences (words split by spaces).
+
+    Args:
+        model: a trained :class:`~keras_transformer.models.span_parser.SpanParser` whose config
+            names its ``labels`` and ``tags``.
+        tokenizer: the source :class:`~keras_transformer.tokenizer.SubwordTokenizer`.
+        bias: the constituent bias of :func:`~keras_transformer.decoding.chart.decode_chart`
+            (default: the model's, chosen on dev).
+        batch_size: sentences per forward pass.
+    """
+
+    def __init__(self, model, tokenizer, bias: float | None = None, batch_size: int = 32):
+        if model.labels is None or model.tags is None:
+            raise ValueError("ChartParser needs a SpanParser whose config names its `labels` and `tags`")
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.bias = model.bias if bias is None else float(bias)
+        self._forward = tf.function(self._scores, reduce_retracing=True)
+
+    def _scores(self, source_ids):
+        outputs = self.model(source_ids, training=False)
+        return tf.nn.log_softmax(outputs["spans"]), tf.argmax(outputs["tags"], axis=-1, output_type=tf.int32)
+
+    def scores(self, sentences: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per sentence: span label log-probabilities ``[n + 1, n + 1, labels]`` and tag ids ``[n]``."""
+        results = []
+        for first in range(0, len(sentences), self.batch_size):
+            batch = list(sentences[first: first + self.batch_size])
+            ids = self.tokenizer.tokenize(tf.constant(batch, tf.string)).to_tensor(self.model.pad_id)
+            spans, tags = (t.numpy() for t in self._forward(tf.cast(ids, tf.int32)))
+            for row, sentence in enumerate(batch):
+                n = len(sentence.split())
+                results.append((spans[row, : n + 1, : n + 1], tags[row, :n]))
+        return results
+
+    def translate(self, sentences: Sequence[str], n_best: bool = False, **_) -> list[str] | list[list[str]]:
+        """Each sentence's best tree, linearised (with ``n_best``, as a one-item list, the form
+        beam search's callers take). Decoding settings of beam search are ignored."""
+        trees = []
+        for sentence, (spans, tags) in zip(sentences, self.scores(sentences)):
+            if not sentence.split():
+                trees.append("")
+                continue
+            names = [self.model.tags[t] for t in tags]
+            trees.append(" ".join(decode_chart(spans, names, self.model.labels, self.bias)))
+        return [[tree] for tree in trees] if n_best else trees
+
+    def __call__(self, sentences: Sequence[str], **kwargs) -> list[str]:
+        return self.translate(sentences, **kwargs)

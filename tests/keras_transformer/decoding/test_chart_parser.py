@@ -1,0 +1,54 @@
+"""Raw sentences to linearised trees with a span parser (keras_transformer/decoding/chart_parser.py)."""
+
+import numpy as np
+import pytest
+
+from keras_transformer.decoding.chart import decode_chart
+from keras_transformer.decoding.chart_parser import ChartParser
+from keras_transformer.models.span_parser import SpanParser
+from pipelines.tasks.parsing.evaluation import parse_sentences
+
+LABELS = ["", "NP", "S", "S+VP", "VP"]
+TAGS = ["DT", "NN", "VB", "."]
+SENTENCES = ["the package contains files .", "install it", "documentation"]
+
+
+@pytest.fixture(scope="module")
+def parser(tokenizer):
+    pieces = [tokenizer.id_to_piece(i).numpy().decode() for i in range(tokenizer.vocab_size)]
+    starts = [i for i, piece in enumerate(pieces) if piece.startswith("\u2581")]
+    model = SpanParser(tokenizer.vocab_size, len(LABELS), len(TAGS), starts, num_layers=1, d_model=16,
+                       num_heads=2, d_ff=32, span_hidden=16, labels=LABELS, tags=TAGS, bias=0.5,
+                       pad_id=tokenizer.pad_id)
+    model.build()
+    return ChartParser(model, tokenizer, batch_size=2)
+
+
+def test_each_sentence_gets_the_chart_decoding_of_its_scores(parser):
+    trees = parser.translate(SENTENCES)
+    for sentence, tree, (spans, tags) in zip(SENTENCES, trees, parser.scores(SENTENCES)):
+        n = len(sentence.split())
+        assert spans.shape == (n + 1, n + 1, len(LABELS)) and tags.shape == (n,)
+        assert tree.split() == decode_chart(spans, [TAGS[t] for t in tags], LABELS, 0.5)
+    assert parser.translate(SENTENCES, n_best=True) == [[tree] for tree in trees]
+
+
+def test_the_parsing_evaluation_reads_its_output_as_trees(parser):
+    best, trees, repaired = parse_sentences(parser, SENTENCES, constrained=True)
+    assert repaired == 0 and [tree.words() for tree in trees] == [s.split() for s in SENTENCES]
+    assert best == parser.translate(SENTENCES)
+
+
+def test_batching_does_not_change_the_trees(parser, tokenizer):
+    alone = ChartParser(parser.model, tokenizer, batch_size=1)
+    assert alone.translate(SENTENCES) == parser.translate(SENTENCES)
+
+
+def test_names_are_required_and_checked(parser, tokenizer):
+    model = parser.model
+    config = {**model.get_config(), "labels": None}
+    with pytest.raises(ValueError, match="names its `labels` and `tags`"):
+        ChartParser(SpanParser.from_config(config), tokenizer)
+    with pytest.raises(ValueError, match="`tags` holds 2 names for 4 classes"):
+        SpanParser.from_config({**model.get_config(), "tags": ["DT", "NN"]})
+    assert np.isclose(parser.bias, 0.5)
