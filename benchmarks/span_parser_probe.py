@@ -104,23 +104,11 @@ def batches(examples, words_per_batch: int, shuffle: bool, rng: random.Random):
         yield group, source, spans, tags
 
 
-def predict(model, examples, words_per_batch: int = 800):
-    """Per example: its span log-probabilities ``[n + 1, n + 1, labels]`` and tag ids, and the seconds."""
-    import tensorflow as tf
-
-    outputs = [None] * len(examples)
-
-    @tf.function(reduce_retracing=True)
-    def forward(source):
-        result = model(source, training=False)
-        return tf.nn.log_softmax(result["spans"]), tf.argmax(result["tags"], axis=-1)
-
+def predict(parser, trees):
+    """Per tree: its span log-probabilities ``[n + 1, n + 1, labels]`` and tag ids, by the
+    ``ChartParser`` users call, and the seconds it took."""
     start = time.perf_counter()
-    for group, source, _, _ in batches(examples, words_per_batch, False, random.Random(0)):
-        spans, tags = (t.numpy() for t in forward(tf.constant(source)))
-        for row, i in enumerate(group):
-            n = len(examples[i][2])
-            outputs[i] = (spans[row, : n + 1, : n + 1], tags[row, :n])
+    outputs = parser.scores([" ".join(tree.words()) for tree in trees])
     return outputs, time.perf_counter() - start
 
 
@@ -147,12 +135,12 @@ def score(trees, outputs, vocab: Vocab, bias: float, model_seconds: float = 0.0)
 BIASES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
-def dev_and_test(model, splits, examples, vocab: Vocab) -> dict:
+def dev_and_test(parser, splits, vocab: Vocab) -> dict:
     """Dev F1 at each bias of :data:`BIASES`, and the test files at bias 0 and at dev's best."""
-    dev, seconds = predict(model, examples["dev"])
+    dev, seconds = predict(parser, splits["dev"])
     sweep = [score(splits["dev"], dev, vocab, bias, seconds) for bias in BIASES]
     best = max(sweep, key=lambda record: record["f1"])
-    test, seconds = predict(model, examples["test"])
+    test, seconds = predict(parser, splits["test"])
     return {"dev_by_bias": sweep, "dev": best,
             "test": score(splits["test"], test, vocab, best["bias"], seconds),
             "test_bias_0": score(splits["test"], test, vocab, 0.0, seconds)}
@@ -247,6 +235,7 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
+    from keras_transformer.decoding.chart_parser import ChartParser
     from keras_transformer.layers.word_alignment import SPECIAL_PIECES, WORD_BOUNDARY
     from keras_transformer.models.span_parser import SpanParser
     from keras_transformer.tokenizer import SubwordTokenizer
@@ -288,14 +277,14 @@ def main(argv=None) -> int:
                                args.lr_scale, args.seed, max_steps=(40 if args.smoke else 300) if args.wiring else None,
                                average_last=1 if args.wiring else args.average)
     if args.wiring:
-        outputs, seconds = predict(model, examples["train"])
+        outputs, seconds = predict(ChartParser(model, tokenizer), train_trees)
         result["train_trees"] = score(train_trees, outputs, vocab, 0.0, seconds)
         result["loss"] = {"with_source": mean_loss(model, examples["train"]),
                           "source_zeroed": mean_loss(model, examples["train"], word_starts)}
         result["overfit_passed"] = result["train_trees"]["f1"] >= WIRING_F1
         result["source_check_passed"] = result["loss"]["source_zeroed"] > result["loss"]["with_source"] + 1.0
     else:
-        result.update(dev_and_test(model, splits, examples, vocab))
+        result.update(dev_and_test(ChartParser(model, tokenizer), splits, vocab))
         model.bias = result["dev"]["bias"]  # the saved model decodes as scored
         result["dev"]["loss"] = mean_loss(model, examples["dev"])
     if args.save:
