@@ -265,8 +265,8 @@ def main(argv=None) -> int:
     vocab = Vocab(train_trees)
     examples = {name: encode(trees, tokenizer, word_starts, vocab) for name, trees in
                 (("train", train_trees), ("dev", splits["dev"]), ("test", splits["test"]))}
-    model = SpanParser(tokenizer.vocab_size, len(vocab.labels), len(vocab.tags), np.nonzero(word_starts)[0].tolist(),
-                       pad_id=tokenizer.pad_id, labels=vocab.labels, tags=vocab.tags, **settings)
+    model = SpanParser(tokenizer.vocab_size, vocab.labels, vocab.tags, np.nonzero(word_starts)[0].tolist(),
+                       pad_id=tokenizer.pad_id, **settings)
     model.build()
     result = {"benchmark": "span parser probe", "wiring": args.wiring, "model": settings,
               "parameters": model.count_params(), "labels": len(vocab.labels), "tags": len(vocab.tags),
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
         result["source_check_passed"] = result["loss"]["source_zeroed"] > result["loss"]["with_source"] + 1.0
     else:
         result.update(dev_and_test(ChartParser(model, tokenizer), splits, vocab))
-        model.bias = result["dev"]["bias"]  # the saved model decodes as scored
+        model.with_bias(result["dev"]["bias"])  # the saved model decodes as scored
         result["dev"]["loss"] = mean_loss(model, examples["dev"])
     if args.save:
         model.save(args.save)

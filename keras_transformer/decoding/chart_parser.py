@@ -16,6 +16,14 @@ import tensorflow as tf
 from keras_transformer.decoding.chart import decode_chart
 
 
+def source_ids(tokenizer, sentences: Sequence[str], config) -> tf.Tensor:
+    """The padded source ids of ``sentences`` as training saw them: the pieces, then EOS."""
+    ids = tokenizer.tokenize(tf.constant(list(sentences), tf.string))
+    eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(config.eos_id, ids.dtype))
+    ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
+    return tf.cast(ids.to_tensor(default_value=config.pad_id), tf.int32)
+
+
 class ChartParser:
     """A span parser and its source tokenizer, parsing lists of sentences (words split by spaces).
 
@@ -29,8 +37,6 @@ class ChartParser:
     """
 
     def __init__(self, model, tokenizer, bias: float | None = None, batch_size: int = 32):
-        if model.labels is None or model.tags is None:
-            raise ValueError("ChartParser needs a SpanParser whose config names its `labels` and `tags`")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.bias = model.bias if bias is None else float(bias)
         self._forward = tf.function(self._scores, reduce_retracing=True)
@@ -44,8 +50,7 @@ class ChartParser:
         results = []
         for first in range(0, len(sentences), self.batch_size):
             batch = list(sentences[first: first + self.batch_size])
-            ids = self.tokenizer.tokenize(tf.constant(batch, tf.string)).to_tensor(self.model.pad_id)
-            spans, tags = (t.numpy() for t in self._forward(tf.cast(ids, tf.int32)))
+            spans, tags = (t.numpy() for t in self._forward(source_ids(self.tokenizer, batch, self.model.config)))
             for row, sentence in enumerate(batch):
                 n = len(sentence.split())
                 results.append((spans[row, : n + 1, : n + 1], tags[row, :n]))

@@ -1,4 +1,9 @@
-"""The architecture hyperparameters of the Transformer (section 3, Table 3), validated."""
+"""The architecture hyperparameters of the models (section 3, Table 3), validated.
+
+:class:`TransformerConfig` is the encoder-decoder; :class:`SpanParserConfig` the span parser on its
+encoder (section 6.3's task, Kitaev & Klein 2018). :data:`ARCHITECTURES` names them for presets and
+for ``model_config.json``.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,36 @@ def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
     return size if size is not None else d_model // num_heads
 
 
+class _VocabularyChecks:
+    """What both architectures share: the vocabulary sizes and special ids checked against the tokenizers."""
+
+    def check_tokenizer(self, tokenizer, side: str = "target") -> None:
+        """Raises ValueError unless ``tokenizer``'s size and special ids are this model's.
+
+        The input pipeline takes the ids from the tokenizer, the model from this config: a
+        mismatch would train on one EOS and decode with another, silently.
+        """
+        vocab = self.source_vocab_size if side == "source" else self.target_vocab_size
+        size = getattr(tokenizer, "vocab_size", None)
+        if size is not None and vocab is not None and size != vocab:
+            raise ValueError(f"{side} tokenizer has {size} pieces but the model's {side} vocabulary has "
+                             f"{vocab}: they were not trained together")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            value = getattr(tokenizer, name, None)
+            if value is not None and int(value) != getattr(self, name):
+                raise ValueError(f"{side} tokenizer {name} {value} != the model's {name} {getattr(self, name)}")
+
+    def to_dict(self) -> dict:
+        """The settings as JSON types (tuples as lists), e.g. for ``get_config``."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(_VocabularyChecks):
     """Architecture of an encoder-decoder Transformer.
 
     Names follow the paper: ``num_layers`` is N, ``d_model``, ``d_ff``, ``num_heads`` is h,
@@ -139,32 +172,89 @@ class TransformerConfig:
         object.__setattr__(self, "d_k", head_size(self.d_model, self.num_heads, self.d_k))
         object.__setattr__(self, "d_v", head_size(self.d_model, self.num_heads, self.d_v))
 
-    def check_tokenizer(self, tokenizer, side: str = "target") -> None:
-        """Raises ValueError unless ``tokenizer``'s size and special ids are this model's.
-
-        The input pipeline takes the ids from the tokenizer, the model from this config: a
-        mismatch would train on one EOS and decode with another, silently.
-        """
-        vocab = self.source_vocab_size if side == "source" else self.target_vocab_size
-        size = getattr(tokenizer, "vocab_size", None)
-        if size is not None and size != vocab:
-            raise ValueError(f"{side} tokenizer has {size} pieces but the model's {side} vocabulary has "
-                             f"{vocab}: they were not trained together")
-        for name in ("pad_id", "bos_id", "eos_id"):
-            value = getattr(tokenizer, name, None)
-            if value is not None and int(value) != getattr(self, name):
-                raise ValueError(f"{side} tokenizer {name} {value} != the model's {name} {getattr(self, name)}")
-
     @property
     def max_positions(self) -> int | None:
         """The longest sequence the positional encoding covers: ``max_length`` for learned
         embeddings (Table 3 row E), ``None`` (no limit) for sinusoids (section 3.5)."""
         return self.max_length if self.positional_encoding == "learned" else None
 
-    def to_dict(self) -> dict:
-        """The settings as JSON types (id tuples as lists), e.g. for ``get_config``."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
+@dataclass(frozen=True)
+class SpanParserConfig(_VocabularyChecks):
+    """Architecture of a span parser (:class:`~keras_transformer.models.span_parser.SpanParser`).
+
+    Section 3.1's encoder (``num_layers``, ``d_model``, ``num_heads``, ``d_ff``, ``dropout``,
+    ``norm_first``) over the source pieces, a span classifier of hidden width ``span_hidden`` and a
+    tagger. ``labels`` (the empty label ``""`` first, unary chains joined by ``+``), ``tags`` and
+    ``word_start_ids`` are facts of the treebank and the vocabularies: left empty in a preset, the
+    training stage reads them off the corpus and tokenizers. ``target_vocab_size`` is the
+    linearised trees' vocabulary the training batches hold (checked, not used by the model).
+    ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
+    """
+
+    vocab_size: int | None = None
+    source_vocab_size: int | None = None
+    target_vocab_size: int | None = None
+    labels: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    word_start_ids: tuple[int, ...] = ()
+    num_layers: int = 4
+    d_model: int = 256
+    num_heads: int = 4
+    d_ff: int = 1024
+    dropout: float = 0.2
+    norm_first: bool = True
+    span_hidden: int = 256
+    bias: float = 0.0
+    pad_id: int = 0
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __post_init__(self):
+        def fail(setting, value, why):
+            raise ValueError(f"Invalid span parser setting `{setting}`={value!r}: {why}")
+
+        if self.vocab_size is not None:
+            object.__setattr__(self, "source_vocab_size", self.vocab_size)
+            object.__setattr__(self, "target_vocab_size", self.vocab_size)
+        for name in ("source_vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "span_hidden"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                fail(name, value, "must be a positive integer")
+        if self.d_model % 2 or self.d_model % self.num_heads:
+            fail("d_model", self.d_model, f"must be even (forward/backward halves) and divisible by "
+                 f"num_heads={self.num_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            fail("dropout", self.dropout, "must be in [0, 1)")
+        for name in ("labels", "tags"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):
+                fail(name, value, "must be a list of names")
+            object.__setattr__(self, name, tuple(value))
+        if self.labels and (self.labels[0] != "" or len(self.labels) < 2):
+            fail("labels", self.labels, 'must start with the empty label "" and hold at least one other')
+        if self.tags and len(self.tags) < 2:
+            fail("tags", self.tags, "must hold at least two tags")
+        value = self.word_start_ids
+        if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and i >= 0 for i in value):
+            fail("word_start_ids", value, "must be a list of non-negative token ids")
+        object.__setattr__(self, "word_start_ids", tuple(int(i) for i in value))
+        if len({self.pad_id, self.bos_id, self.eos_id}) != 3:
+            fail("pad_id/bos_id/eos_id", (self.pad_id, self.bos_id, self.eos_id), "special token ids must be distinct")
+        object.__setattr__(self, "bias", float(self.bias))
+
+    @property
+    def max_positions(self) -> None:
+        """Sinusoidal positions (section 3.5): no length limit."""
+        return None
+
+
+#: Architecture name (a preset's ``architecture``, ``model_config.json``'s) -> its config class.
+ARCHITECTURES = {"transformer": TransformerConfig, "span_parser": SpanParserConfig}
+
+
+def config_class(architecture: str):
+    """The config class of ``architecture``; a ``ValueError`` names the known ones otherwise."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; known are {sorted(ARCHITECTURES)}")
+    return ARCHITECTURES[architecture]

@@ -17,6 +17,7 @@ most words; entries past a sentence's words are padding for the caller to ignore
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import keras
@@ -26,6 +27,7 @@ from keras import ops
 from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.positional_encoding import SinusoidalPositionalEncoding
+from keras_transformer.models.config import SpanParserConfig
 
 IGNORE = -1
 
@@ -34,66 +36,53 @@ IGNORE = -1
 class SpanParser(keras.Model):
     """Encoder, span classifier and tagger (Kitaev & Klein 2018 on section 3.1's encoder).
 
-    Args:
-        source_vocab_size: the subword vocabulary of the words.
-        num_labels: span labels, id 0 = no constituent (unary chains are one label).
-        num_tags: POS tags.
-        word_start_ids: the source pieces that begin a word (SentencePiece's ``▁`` pieces).
-        num_layers, d_model, num_heads, d_ff, dropout, norm_first: the encoder (section 3.1, 5.4).
-        span_hidden: width of the span MLP's hidden layer.
-        pad_id: the source padding id.
-        labels, tags: the names of the span labels (``""`` first, chains joined by ``+``) and of
-            the tags, for decoding into trees (:class:`~keras_transformer.decoding.chart_parser.ChartParser`);
-            their lengths must be ``num_labels`` and ``num_tags``.
-        bias: added to every span's constituent log-odds when decoding (chosen on dev).
+    Args: the fields of :class:`~keras_transformer.models.config.SpanParserConfig` (kept as
+    ``model.config``): the source vocabulary, the span ``labels`` (``""`` = no constituent first,
+    unary chains one label) and the POS ``tags``, whose names decode scores into trees
+    (:class:`~keras_transformer.decoding.chart_parser.ChartParser`), the source pieces that begin a
+    word (SentencePiece's ``▁`` pieces), the encoder (sections 3.1 and 5.4), the span MLP's width,
+    the special ids and the dev-chosen constituent ``bias``.
     """
 
-    def __init__(self, source_vocab_size: int, num_labels: int, num_tags: int, word_start_ids: Sequence[int], *,
-                 num_layers: int = 4, d_model: int = 256, num_heads: int = 4, d_ff: int = 1024,
-                 dropout: float = 0.2, norm_first: bool = True, span_hidden: int = 256, pad_id: int = 0,
-                 labels: Sequence[str] | None = None, tags: Sequence[str] | None = None, bias: float = 0.0,
-                 **kwargs):
+    def __init__(self, source_vocab_size: int | None = None, labels: Sequence[str] = (), tags: Sequence[str] = (),
+                 word_start_ids: Sequence[int] = (), **settings):
+        names = SpanParserConfig.field_names()
+        kwargs = {k: settings.pop(k) for k in list(settings) if k not in names}
         super().__init__(**kwargs)
-        if d_model % 2:
-            raise ValueError(f"SpanParser's `d_model` must be even (fwd/bwd halves), received {d_model=}")
-        sizes = {"num_labels": num_labels, "num_tags": num_tags, "source_vocab_size": source_vocab_size}
-        for name, value in sizes.items():
-            if not isinstance(value, int) or value < 2:
-                raise ValueError(f"SpanParser's `{name}` must be an integer >= 2, received {name}={value!r}")
-        self.source_vocab_size, self.num_labels, self.num_tags = source_vocab_size, num_labels, num_tags
-        for name, names, size in (("labels", labels, num_labels), ("tags", tags, num_tags)):
-            if names is not None and len(names) != size:
-                raise ValueError(f"SpanParser's `{name}` holds {len(names)} names for {size} classes")
-        self.labels = None if labels is None else [str(name) for name in labels]
-        self.tags = None if tags is None else [str(name) for name in tags]
-        self.bias = float(bias)
-        self.word_start_ids = [int(i) for i in word_start_ids]
-        if not self.word_start_ids:
+        self.config = SpanParserConfig(source_vocab_size=source_vocab_size, labels=labels, tags=tags,
+                                       word_start_ids=word_start_ids, **settings)
+        c = self.config
+        if len(c.labels) < 2 or len(c.tags) < 2:
+            raise ValueError(f"SpanParser needs its span `labels` and POS `tags` (received {len(c.labels)} labels "
+                             f"and {len(c.tags)} tags): the training stage reads them off the treebank")
+        if not c.word_start_ids:
             raise ValueError("SpanParser's `word_start_ids` is empty: no source piece begins a word")
-        self.num_layers, self.d_model, self.num_heads, self.d_ff = num_layers, d_model, num_heads, d_ff
-        self.dropout, self.norm_first, self.span_hidden, self.pad_id = dropout, norm_first, span_hidden, pad_id
-        table = np.zeros([source_vocab_size], np.int32)
+        self.source_vocab_size, self.num_labels, self.num_tags = c.source_vocab_size, len(c.labels), len(c.tags)
+        self.labels, self.tags, self.word_start_ids = list(c.labels), list(c.tags), list(c.word_start_ids)
+        self.num_layers, self.d_model, self.num_heads, self.d_ff = c.num_layers, c.d_model, c.num_heads, c.d_ff
+        self.dropout, self.norm_first, self.span_hidden, self.pad_id = c.dropout, c.norm_first, c.span_hidden, c.pad_id
+        table = np.zeros([c.source_vocab_size], np.int32)
         table[self.word_start_ids] = 1
         self._word_start_table = table
 
-        self.embedding = ScaledEmbedding(source_vocab_size, d_model, name="source_embedding")
+        self.embedding = ScaledEmbedding(c.source_vocab_size, c.d_model, name="source_embedding")
         self.positions = SinusoidalPositionalEncoding(name="encoder_positions")
-        self.embedding_dropout = keras.layers.Dropout(dropout)
+        self.embedding_dropout = keras.layers.Dropout(c.dropout)
         self.encoder_layers = [
-            TransformerEncoderLayer(num_heads=num_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
+            TransformerEncoderLayer(num_heads=c.num_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
                                     name=f"encoder_layer_{i}")
-            for i in range(num_layers)
+            for i in range(c.num_layers)
         ]
-        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm") if norm_first else None
-        half = d_model // 2
+        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm") if c.norm_first else None
+        half = c.d_model // 2
         # The span MLP's first layer is linear in the fencepost differences, so it is applied to
         # each fencepost once ([n, h]) and the differences are taken after ([n, n, h]).
-        self.forward_projection = keras.layers.Dense(span_hidden, use_bias=False, name="span_forward")
-        self.backward_projection = keras.layers.Dense(span_hidden, name="span_backward")
+        self.forward_projection = keras.layers.Dense(c.span_hidden, use_bias=False, name="span_forward")
+        self.backward_projection = keras.layers.Dense(c.span_hidden, name="span_backward")
         self.span_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="span_norm")
-        self.span_output = keras.layers.Dense(num_labels, name="span_output")
+        self.span_output = keras.layers.Dense(self.num_labels, name="span_output")
         self.tag_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="tag_norm")
-        self.tag_output = keras.layers.Dense(num_tags, name="tag_output")
+        self.tag_output = keras.layers.Dense(self.num_tags, name="tag_output")
         self._half = half
 
     def build(self, input_shape=None):
@@ -157,13 +146,18 @@ class SpanParser(keras.Model):
         tags = self.tag_output(self.tag_norm(words))
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
 
+    @property
+    def bias(self) -> float:
+        """The constituent bias decoding adds (chosen on dev; see ``decoding.chart.decode_chart``)."""
+        return self.config.bias
+
+    def with_bias(self, bias: float) -> None:
+        """Sets the decoding bias (recorded in ``get_config``, so a saved model keeps it)."""
+        self.config = dataclasses.replace(self.config, bias=float(bias))
+
     def get_config(self):
         config = super().get_config()
-        config.update(source_vocab_size=self.source_vocab_size, num_labels=self.num_labels, num_tags=self.num_tags,
-                      word_start_ids=self.word_start_ids, num_layers=self.num_layers, d_model=self.d_model,
-                      num_heads=self.num_heads, d_ff=self.d_ff, dropout=self.dropout, norm_first=self.norm_first,
-                      span_hidden=self.span_hidden, pad_id=self.pad_id, labels=self.labels, tags=self.tags,
-                      bias=self.bias)
+        config.update(self.config.to_dict())
         return config
 
 

@@ -17,8 +17,8 @@ SENTENCES = ["the package contains files .", "install it", "documentation"]
 def parser(tokenizer):
     pieces = [tokenizer.id_to_piece(i).numpy().decode() for i in range(tokenizer.vocab_size)]
     starts = [i for i, piece in enumerate(pieces) if piece.startswith("\u2581")]
-    model = SpanParser(tokenizer.vocab_size, len(LABELS), len(TAGS), starts, num_layers=1, d_model=16,
-                       num_heads=2, d_ff=32, span_hidden=16, labels=LABELS, tags=TAGS, bias=0.5,
+    model = SpanParser(tokenizer.vocab_size, LABELS, TAGS, starts, num_layers=1, d_model=16,
+                       num_heads=2, d_ff=32, span_hidden=16, bias=0.5,
                        pad_id=tokenizer.pad_id)
     model.build()
     return ChartParser(model, tokenizer, batch_size=2)
@@ -46,9 +46,8 @@ def test_batching_does_not_change_the_trees(parser, tokenizer):
 
 def test_names_are_required_and_checked(parser, tokenizer):
     model = parser.model
-    config = {**model.get_config(), "labels": None}
-    with pytest.raises(ValueError, match="names its `labels` and `tags`"):
-        ChartParser(SpanParser.from_config(config), tokenizer)
-    with pytest.raises(ValueError, match="`tags` holds 2 names for 4 classes"):
-        SpanParser.from_config({**model.get_config(), "tags": ["DT", "NN"]})
+    with pytest.raises(ValueError, match="needs its span `labels` and POS `tags`"):
+        SpanParser.from_config({**model.get_config(), "labels": []})
+    with pytest.raises(ValueError, match="must start with the empty label"):
+        SpanParser.from_config({**model.get_config(), "labels": ["NP", "VP"]})
     assert np.isclose(parser.bias, 0.5)

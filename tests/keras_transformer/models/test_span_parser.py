@@ -10,11 +10,12 @@ from keras_transformer.models.span_parser import IGNORE, SpanParser, span_parser
 VOCAB = 50
 # Even ids begin a word, odd ids continue one; 0 is padding.
 WORD_STARTS = list(range(2, VOCAB, 2))
+LABELS, TAGS = ["", "NP", "VP", "S+VP"], ["DT", "NN", "VB"]
 
 
 def _model(**overrides):
     settings = dict(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0, span_hidden=16)
-    model = SpanParser(VOCAB, num_labels=4, num_tags=3, word_start_ids=WORD_STARTS, **{**settings, **overrides})
+    model = SpanParser(VOCAB, labels=LABELS, tags=TAGS, word_start_ids=WORD_STARTS, **{**settings, **overrides})
     model.build()
     return model
 
@@ -80,8 +81,9 @@ def test_it_learns_a_chart_and_the_loss_ignores_padding():
 
 
 @pytest.mark.parametrize("setting, value, message", [
-    ("d_model", 15, "must be even"), ("word_start_ids", [], "word_start_ids"), ("num_labels", 1, "num_labels")])
+    ("d_model", 15, "must be even"), ("word_start_ids", [], "word_start_ids"), ("labels", ["NP"], "empty label"),
+    ("tags", [], "POS `tags`")])
 def test_bad_settings_name_themselves(setting, value, message):
     with pytest.raises(ValueError, match=message):
-        SpanParser(**{"source_vocab_size": VOCAB, "num_labels": 4, "num_tags": 3, "word_start_ids": WORD_STARTS,
+        SpanParser(**{"source_vocab_size": VOCAB, "labels": LABELS, "tags": TAGS, "word_start_ids": WORD_STARTS,
                       setting: value})
