@@ -16,12 +16,50 @@ import tensorflow as tf
 from keras_transformer.decoding.chart import decode_chart
 
 
-def source_ids(tokenizer, sentences: Sequence[str], config) -> tf.Tensor:
-    """The padded source ids of ``sentences`` as training saw them: the pieces, then EOS."""
-    ids = tokenizer.tokenize(tf.constant(list(sentences), tf.string))
+def source_ids(tokenizer, sentences: Sequence[str] | tf.Tensor, config) -> tf.Tensor:
+    """The padded source ids of ``sentences`` as training saw them: the pieces, then EOS.
+
+    ``sentences``: a list of strings, or a ``tf.string`` tensor ``[batch]`` (inside a traced
+    function: the export's graph builds its inputs here too).
+    """
+    if not isinstance(sentences, tf.Tensor):
+        sentences = tf.constant(list(sentences), tf.string)
+    ids = tokenizer.tokenize(sentences)
     eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(config.eos_id, ids.dtype))
     ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
     return tf.cast(ids.to_tensor(default_value=config.pad_id), tf.int32)
+
+
+def span_scores(model, source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The model's outputs as decoding reads them: span label log-probabilities ``[batch, n + 1,
+    n + 1, labels]`` (float32) and the best tag ids ``[batch, n]`` (int32)."""
+    outputs = model(source_ids, training=False)
+    return tf.nn.log_softmax(outputs["spans"]), tf.argmax(outputs["tags"], axis=-1, output_type=tf.int32)
+
+
+def sentence_scores(sentences: Sequence[str], spans: np.ndarray, tags: np.ndarray
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A batch's scores cut to each sentence's ``n`` words (``sentence.split()``): per sentence
+    ``(spans [n + 1, n + 1, labels], tags [n])``."""
+    results = []
+    for row, sentence in enumerate(sentences):
+        n = len(sentence.split())
+        results.append((spans[row, : n + 1, : n + 1], tags[row, :n]))
+    return results
+
+
+def trees_of(sentences: Sequence[str], scores: Sequence[tuple[np.ndarray, np.ndarray]], labels: Sequence[str],
+             tags: Sequence[str], bias: float) -> list[str]:
+    """Each sentence's best tree, linearised, from its :func:`sentence_scores` (``""`` for a sentence
+    without words). :class:`ChartParser` and the export's reader both decode through this."""
+    trees = []
+    for sentence, (spans, tag_ids) in zip(sentences, scores):
+        if not sentence.split():
+            trees.append("")
+            continue
+        names = [tags[t] for t in tag_ids]
+        trees.append(" ".join(decode_chart(spans, names, labels, bias)))
+    return trees
 
 
 class ChartParser:
@@ -42,8 +80,7 @@ class ChartParser:
         self._forward = tf.function(self._scores, reduce_retracing=True)
 
     def _scores(self, source_ids):
-        outputs = self.model(source_ids, training=False)
-        return tf.nn.log_softmax(outputs["spans"]), tf.argmax(outputs["tags"], axis=-1, output_type=tf.int32)
+        return span_scores(self.model, source_ids)
 
     def scores(self, sentences: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per sentence: span label log-probabilities ``[n + 1, n + 1, labels]`` and tag ids ``[n]``."""
@@ -51,21 +88,13 @@ class ChartParser:
         for first in range(0, len(sentences), self.batch_size):
             batch = list(sentences[first: first + self.batch_size])
             spans, tags = (t.numpy() for t in self._forward(source_ids(self.tokenizer, batch, self.model.config)))
-            for row, sentence in enumerate(batch):
-                n = len(sentence.split())
-                results.append((spans[row, : n + 1, : n + 1], tags[row, :n]))
+            results.extend(sentence_scores(batch, spans, tags))
         return results
 
     def translate(self, sentences: Sequence[str], n_best: bool = False, **_) -> list[str] | list[list[str]]:
         """Each sentence's best tree, linearised (with ``n_best``, as a one-item list, the form
         beam search's callers take). Decoding settings of beam search are ignored."""
-        trees = []
-        for sentence, (spans, tags) in zip(sentences, self.scores(sentences)):
-            if not sentence.split():
-                trees.append("")
-                continue
-            names = [self.model.tags[t] for t in tags]
-            trees.append(" ".join(decode_chart(spans, names, self.model.labels, self.bias)))
+        trees = trees_of(sentences, self.scores(sentences), self.model.labels, self.model.tags, self.bias)
         return [[tree] for tree in trees] if n_best else trees
 
     def __call__(self, sentences: Sequence[str], **kwargs) -> list[str]:

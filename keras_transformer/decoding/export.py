@@ -6,11 +6,13 @@ encoder, beam search with its cache (section 6.1 settings fixed at export time) 
 detokenization. Loading it needs TensorFlow and ``tensorflow_text`` (whose import registers the
 SentencePiece ops) and nothing else: no Keras, no ``keras_transformer``::
 
-    import numpy as np
-import tensorflow as tf, tensorflow_text  # noqa: F401
+    import tensorflow as tf, tensorflow_text  # noqa: F401
     translator = tf.saved_model.load(path)
     translator.translate(tf.constant(["Hello world."]))                 # tf.string [batch]
     translator.signatures["serving_default"](sentences=tf.constant([...]))["translations"]
+
+A span parser's export (:mod:`keras_transformer.decoding.chart_export`) writes the same metadata
+file with ``"kind": "chart_parser"``; :func:`load_exported` loads either kind.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def export_translator(
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
     metadata = {
+        "kind": "translator",
         "beam_size": beam_size,
         "alpha": alpha,
         "max_length_offset": max_length_offset,
@@ -143,7 +146,8 @@ def export_translator(
 
 
 def is_exported_translator(path) -> bool:
-    """Whether ``path`` is a directory written by :func:`export_translator`."""
+    """Whether ``path`` is a directory written by :func:`export_translator` or
+    :func:`~keras_transformer.decoding.chart_export.export_chart_parser` (both load with :func:`load_exported`)."""
     path = Path(path)
     return (path / "saved_model.pb").is_file() and (path / METADATA_FILE).is_file()
 
@@ -182,6 +186,14 @@ class ExportedTranslator:
         return self.translate(sentences, **kwargs)
 
 
-def load_exported(path) -> ExportedTranslator:
-    """Loads a translator written by :func:`export_translator` (TensorFlow + tensorflow_text)."""
+def load_exported(path):
+    """Loads an export (TensorFlow + tensorflow_text): an :class:`ExportedTranslator` for
+    :func:`export_translator`'s, an :class:`~keras_transformer.decoding.chart_export.ExportedChartParser`
+    for a span parser's (metadata ``"kind": "chart_parser"``). Both translate lists of sentences."""
+    metadata_path = Path(path) / METADATA_FILE
+    metadata = json.loads(metadata_path.read_text("utf-8")) if metadata_path.is_file() else {}
+    if metadata.get("kind") == "chart_parser":
+        from keras_transformer.decoding.chart_export import ExportedChartParser  # imports this module
+
+        return ExportedChartParser(path)
     return ExportedTranslator(path)
