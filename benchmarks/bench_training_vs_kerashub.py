@@ -54,6 +54,7 @@ from kerashub_peer import (
 from report import emit
 
 from keras_transformer import Transformer
+from keras_transformer.training.objectives import TranslationObjective
 
 logger = logging.getLogger("bench_training_vs_kerashub")
 
@@ -94,7 +95,8 @@ class TrainerStep:
         plan, strategy = config.resolved(), build_configured_strategy(config)
         model, optimizer = build_model(config, Vocabulary(vocab), strategy)
         dist = distributed_dataset(strategy, dataset)
-        self.steps = StepFunctions(strategy, model, optimizer, dist.element_spec, label_smoothing=plan.label_smoothing,
+        self.steps = StepFunctions(strategy, model, optimizer, dist.element_spec,
+                                   objective=TranslationObjective(model, plan.label_smoothing),
                                    tokens_per_step=plan.tokens_per_batch,
                                    accumulation_batches=config.accumulation_batches)
         self.iterator = iter(dist)

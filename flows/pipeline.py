@@ -50,6 +50,7 @@ from flows.run_state import (
 )
 from flows.stages import (
     average_task,
+    calibrate_task,
     evaluate_task,
     export_task,
     prepare_data_task,
@@ -105,6 +106,9 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         tracker.set_tags(training.tags())
         model = average_task(training, config.averaging, str(paths.averaged))
         tracker.log_stage("averaging", model)
+        model = calibrate_task(pipeline_task, model, vocabulary, corpus, str(paths.calibrated))
+        if model.calibration is not None:
+            tracker.log_stage("calibration", model, {"decoding_bias": model.calibration["bias"]})
         evaluation = evaluate_task(pipeline_task, model, vocabulary, corpus, config.evaluation, config.train.preset,
                                    str(paths.evaluation))
         tracker.log_stage("evaluation", evaluation, evaluation.metrics, step=training.final_step)

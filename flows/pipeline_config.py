@@ -130,6 +130,11 @@ class RunPaths:
     evaluation: Path
     export: Path
 
+    @property
+    def calibrated(self) -> Path:
+        """The model with its decoding settings chosen on the validation split (a span parser's bias)."""
+        return self.averaged / "calibrated.keras"
+
 
 def point_latest_at(link: Path, target: Path) -> None:
     """Makes ``link`` a relative symlink to ``target``, replacing the old one atomically."""

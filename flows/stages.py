@@ -153,6 +153,22 @@ def average_task(training: TrainingSummary, config: AveragingConfig, output_dir:
     return AveragedModel(str(result.keras_model), [str(source) for source in result.sources])
 
 
+@task(name="calibrate", retries=1, timeout_seconds=HOUR, **RETRY)
+def calibrate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], corpus: PreparedCorpus,
+                   output_path: str) -> AveragedModel:
+    """The model evaluated and shipped, with what the task chooses on the validation split (a span
+    parser's constituent bias); the averaged model itself when there is nothing to choose."""
+    from pipelines.results import AveragedModel
+    from pipelines.tokenization import load_tokenizers
+
+    path, record = pipeline_task.calibrate(Path(model.path), load_tokenizers(vocabulary), Path(corpus.directory),
+                                           Path(output_path))
+    if record is None:
+        return model
+    get_run_logger().info("calibrated on the validation split: %s", record)
+    return AveragedModel(str(path), model.checkpoints, calibration=record)
+
+
 def _decoding(preset: str):
     from keras_transformer.models.presets import get_preset
 
@@ -162,9 +178,9 @@ def _decoding(preset: str):
 @task(name="evaluate", retries=1, timeout_seconds=6 * HOUR, **RETRY)
 def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], corpus: PreparedCorpus,
                   config: Any, preset: str, output_dir: str) -> TaskEvaluation:
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.decoding.translator import load_translator
 
-    translator = Translator.from_files(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
+    translator = load_translator(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
     result = pipeline_task.evaluate(translator, Path(corpus.directory), config, Path(output_dir))
     run_logger = get_run_logger()
     run_logger.info("evaluation: %s", result.metrics)
@@ -183,15 +199,23 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     import keras
 
     from keras_transformer.decoding.export import export_translator
+    from keras_transformer.models.span_parser import SpanParser
     from pipelines.results import Export
     from pipelines.tokenization import load_tokenizers
 
+    tokenizers = load_tokenizers(vocabulary)
+    keras_model = keras.saving.load_model(model.path, compile=False)
+    if isinstance(keras_model, SpanParser):
+        # A chart search has no beam: the scores of every span, then CKY with the calibrated bias.
+        from keras_transformer.decoding.chart_export import export_chart_parser
+
+        path = export_chart_parser(keras_model, tokenizers.source, output_dir)
+        get_run_logger().info("exported the span parser to %s (bias %.2f)", path, keras_model.bias)
+        return Export(str(path), {"bias": keras_model.bias})
     decoding = _decoding(preset)
     settings = {"beam_size": decoding.beam_size, "alpha": decoding.length_penalty,
                 "max_length_offset": decoding.max_length_offset}
     settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
-    tokenizers = load_tokenizers(vocabulary)
-    keras_model = keras.saving.load_model(model.path, compile=False)
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)

@@ -126,6 +126,8 @@ class AveragedModel(StageResult):
 
     path: str
     checkpoints: list[str]
+    #: What the task's calibration chose for the model's decoding (a span parser's bias), if anything.
+    calibration: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,9 @@ from typing import Any
 import tensorflow as tf
 
 from keras_transformer.files import atomic_write_bytes
-from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.architectures import architecture_of
+from keras_transformer.models.architectures import build_model as build_architecture
+from keras_transformer.models.config import config_class
 from keras_transformer.models.transformer import Transformer
 
 MODEL_CONFIG_FILE = "model_config.json"
@@ -115,9 +117,11 @@ def model_config_dict(
     ``vocabulary`` identifies the subword vocabulary (e.g. ``{"fingerprint": ..., "size": ...}``)
     so that two models with equal shapes but different vocabularies are not averaged together.
     """
+    architecture = architecture_of(model)
     return {
         "format": MODEL_CONFIG_FORMAT,
-        "model_class": "keras_transformer.Transformer",
+        "model_class": f"keras_transformer.{type(model).__name__}",
+        "architecture": architecture,
         "preset": preset,
         "config": model.config.to_dict(),
         "vocabulary": vocabulary,
@@ -152,6 +156,8 @@ def read_model_config(directory: str | Path) -> dict[str, Any] | None:
 def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Human-readable differences of two model configs (preset, architecture, vocabulary)."""
     diffs = []
+    if a.get("architecture", "transformer") != b.get("architecture", "transformer"):
+        diffs.append(f"architecture {a.get('architecture')!r} != {b.get('architecture')!r}")
     if a.get("preset") != b.get("preset"):
         diffs.append(f"preset {a.get('preset')!r} != {b.get('preset')!r}")
     ca, cb = a.get("config") or {}, b.get("config") or {}
@@ -164,12 +170,11 @@ def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def build_model(info: dict[str, Any], dtype=None) -> Transformer:
-    """A new, built ``Transformer`` of the architecture recorded in ``info``."""
-    config = TransformerConfig(**info["config"])
-    kwargs = {} if dtype is None else {"dtype": dtype}
-    model = Transformer(**config.to_dict(), **kwargs)
-    model.build()
-    return model
+    """A new, built model of the architecture recorded in ``info`` (a ``Transformer`` unless it
+    names another; files written before architectures were recorded hold Transformers)."""
+    architecture = info.get("architecture", "transformer")
+    config = config_class(architecture)(**info["config"])
+    return build_architecture(architecture, config, dtype=dtype)
 
 
 def checkpoint_directory(checkpoint_path: str | Path) -> Path:

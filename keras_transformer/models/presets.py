@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.config import TransformerConfig, config_class
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,24 @@ class Preset:
     training: TrainingRecipe = field(default_factory=TrainingRecipe)
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
     paper_params_millions: float | None = None
+    #: Which model the settings build (``keras_transformer.models.config.ARCHITECTURES``).
+    architecture: str = "transformer"
+
+    @property
+    def config_class(self):
+        """:class:`TransformerConfig` or the config class of the preset's ``architecture``."""
+        return config_class(self.architecture)
 
     def model_config(self, **overrides) -> TransformerConfig:
         """The preset's architecture with ``overrides`` (e.g. ``vocab_size``) applied."""
-        unknown = sorted(set(overrides) - TransformerConfig.field_names())
+        names = self.config_class.field_names()
+        unknown = sorted(set(overrides) - names)
         if unknown:
             raise ValueError(
                 f"Unknown model setting(s) {unknown} for preset '{self.name}'; "
-                f"known settings are {sorted(TransformerConfig.field_names())}"
+                f"known settings are {sorted(names)}"
             )
-        return TransformerConfig(**{**self.model, **overrides})
+        return self.config_class(**{**self.model, **overrides})
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -96,7 +104,14 @@ def _raw_presets() -> dict[str, dict]:
     text = resources.files("keras_transformer.models").joinpath("presets.yaml").read_text("utf-8")
     raw = yaml.safe_load(text)
     base = raw["base"]
-    return {name: (spec if name == "base" else _merge(base, spec)) for name, spec in raw.items()}
+    presets = {}
+    for name, spec in raw.items():
+        merged = spec if name == "base" else _merge(base, spec)
+        if spec.get("architecture", "transformer") != "transformer":
+            # Another model: base's recipe and decoding are a start, its Transformer settings are not.
+            merged["model"] = dict(spec.get("model", {}))
+        presets[name] = merged
+    return presets
 
 
 def preset_names() -> list[str]:
@@ -116,5 +131,6 @@ def get_preset(name: str) -> Preset:
         training=TrainingRecipe(**spec.get("training", {})),
         decoding=DecodingSettings(**spec.get("decoding", {})),
         paper_params_millions=spec.get("paper_params_millions"),
+        architecture=spec.get("architecture", "transformer"),
     )
 

@@ -86,6 +86,8 @@ class SpanParser(keras.Model):
         self._half = half
 
     def build(self, input_shape=None):
+        if self.built:
+            return
         hidden = (None, None, self.d_model)
         self.embedding.build(None)
         self.positions.build(hidden)

@@ -14,7 +14,7 @@ nested openers with the same span are one unary chain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +31,39 @@ def bracket_label(piece: str) -> tuple[str, str] | None:
     SentencePiece word mark ``▁`` in front is ignored)."""
     piece = piece.lstrip("\u2581")
     return (piece[0], piece[1:]) if len(piece) > 1 and piece[0] in "()" else None
+
+
+def tree_labels(tokens: Sequence[str]) -> set[str]:
+    """The span labels of one linearised tree (its tokens): each constituent's, unary chains joined
+    by ``+`` outermost first, as :class:`SpanTargets` reads them; unbalanced closers are skipped."""
+    opened: list[tuple[str, int]] = []
+    chains: dict[tuple[int, int], list[str]] = {}
+    slots = 0
+    for token in tokens:
+        bracket = bracket_label(token)
+        if bracket is None:
+            slots += 1
+        elif bracket[0] == "(":
+            opened.append((bracket[1], slots))
+        elif opened:
+            label, start = opened.pop()
+            # Closed innermost first: the chain is built outward.
+            chains.setdefault((start, slots), []).insert(0, label)
+    return {CHAIN.join(chain) for chain in chains.values()}
+
+
+def span_inventory(trees: Iterable[str], target_pieces: Sequence[str], special_ids: Iterable[int]) -> dict:
+    """``{"labels": [...], "tags": [...]}`` for a span parser: the labels of the linearised
+    ``trees`` (:data:`EMPTY` first, then sorted; chains up to :data:`MAX_CHAIN`) and the tags,
+    the target pieces that are neither brackets nor special (``▁`` dropped)."""
+    labels: set[str] = set()
+    for tree in trees:
+        labels |= tree_labels(tree.split())
+    special = set(special_ids)
+    tags = [piece.lstrip("\u2581") for i, piece in enumerate(target_pieces)
+            if i not in special and bracket_label(piece) is None and piece.lstrip("\u2581")
+            and not (piece.startswith("<") and piece.endswith(">"))]
+    return {"labels": [EMPTY, *sorted(label for label in labels if label.count(CHAIN) < MAX_CHAIN)], "tags": tags}
 
 
 class SpanTargets:

@@ -94,6 +94,11 @@ class Task(abc.ABC):
                  output_dir: Path) -> TaskEvaluation:
         """Decodes a split with ``translator`` (a ``Translator`` or export), scores it, writes the files."""
 
+    def calibrate(self, model_path: Path, tokenizers: Any, corpus_dir: Path, output_path: Path) -> tuple[Path, Any]:
+        """The model to evaluate and ship, with decoding settings chosen on the validation split,
+        and a record of the choice; by default ``(model_path, None)``: nothing to choose."""
+        return model_path, None
+
     def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
         """The beam search's constraint for this task's outputs (``None``: unconstrained); the
         evaluation and the export decode with the same one."""

@@ -144,10 +144,11 @@ class TrainConfig:
         except ValueError as err:
             raise ConfigError(f"TrainConfig.preset: {err}") from err
         self.model = dict(self.model or {})
-        unknown = sorted(set(self.model) - TransformerConfig.field_names())
+        known = preset.config_class.field_names()
+        unknown = sorted(set(self.model) - known)
         if unknown:
-            fail("model", f"unknown model setting(s) {unknown}; known are "
-                 f"{sorted(TransformerConfig.field_names())}")
+            fail("model", f"unknown model setting(s) {unknown} for preset '{self.preset}' ({preset.architecture}); "
+                 f"known are {sorted(known)}")
         sizes = {} if {"vocab_size", "source_vocab_size", "target_vocab_size"} & set(self.model) else {"vocab_size": 8}
         try:  # the values too, now: the vocabulary sizes come from the tokenizers, hours later
             preset.model_config(**{**self.model, **sizes})

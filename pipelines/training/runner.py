@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,11 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.checkpoints.model_checkpoint import model_config_dict
+from keras_transformer.models.architectures import build_model as build_architecture
 from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.presets import get_preset
 from keras_transformer.models.transformer import Transformer
+from keras_transformer.training.objectives import objective_for
 from pipelines.config import to_dict
 from pipelines.distribution import describe_strategy
 from pipelines.training.budget import TrainingBudget
@@ -53,7 +56,7 @@ def build_model(config: TrainConfig, vocab_sizes: Vocabulary[int], strategy: tf.
         if model_fn is not None:
             model = model_fn(model_config, policy)
         else:
-            model = Transformer(**model_config.to_dict(), **({} if policy is None else {"dtype": policy}))
+            model = build_architecture(get_preset(config.preset).architecture, model_config, dtype=policy)
         # The recipe this run trains with, so that a saved model compiles with it again.
         model.training_recipe = plan
         model.build()
@@ -72,6 +75,7 @@ def train(
     strategy: tf.distribute.Strategy | None = None,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
     model_fn: ModelFn | None = None,
+    target_pieces: Sequence[str] | None = None,
 ) -> TrainResult:
     """Trains (or resumes training of) a Transformer with the paper's recipe.
 
@@ -95,7 +99,9 @@ def train(
             ``step_seconds``, ``tokens_per_second`` (and ``val_*`` after a validation).
         model_fn: builds the model inside the strategy's scope from the resolved
             ``TransformerConfig`` and the dtype policy (``None`` or ``"mixed_..."``); default
-            ``Transformer(**config.to_dict(), dtype=policy)``.
+            the preset's architecture (``Transformer(**config.to_dict(), dtype=policy)``).
+        target_pieces: the target vocabulary's pieces by id, which a span parser's objective
+            reads its gold trees with (``keras_transformer.training.objectives``).
 
     Raises:
         TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
@@ -118,7 +124,8 @@ def train(
     # Each replica takes whole batches of its worker's pipeline.
     skip = resume.consumed_batches * workers.replicas_per_worker if config.data_resume == "skip" else 0
     dataset = distributed_dataset(strategy, train_data, skip)
-    steps = StepFunctions(strategy, model, optimizer, dataset.element_spec, label_smoothing=plan.label_smoothing,
+    objective = objective_for(model, plan.label_smoothing, target_pieces)
+    steps = StepFunctions(strategy, model, optimizer, dataset.element_spec, objective=objective,
                           tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
                           loss_scale=loss_scale, jit_compile=config.jit_compile)
     budget = TrainingBudget(plan.train_steps, plan.train_minutes, plan.checkpoints_to_average, config.average_window,
@@ -130,7 +137,7 @@ def train(
     validation = None
     if validation_data is not None and workers.is_chief:
         validation = Validation(model, validation_data, plan.label_smoothing, config.validate_every_steps,
-                                config.validation_max_batches)
+                                config.validation_max_batches, objective)
     trainer = Trainer(config, plan, model, optimizer, steps, checkpoint, loss_scale, budget, workers, log,
                       validation, on_step)
     result = trainer.run(iter(dataset), resume)

@@ -15,6 +15,8 @@ from typing import Any
 import tensorflow as tf
 
 from keras_transformer.layers.word_alignment import alignment_ids
+from keras_transformer.models.config import SpanParserConfig
+from keras_transformer.models.span_targets import span_inventory
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
@@ -43,7 +45,20 @@ def train_on_corpus(
     sizes = tokenizers.map(lambda tokenizer: tokenizer.vocab_size)
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
     model_config = config.model_config(sizes)
-    if model_config.word_alignment and not model_config.word_start_ids:
+    target_pieces = None
+    if isinstance(model_config, SpanParserConfig):
+        target_pieces = pieces(target)
+        if not model_config.labels:
+            # The span labels are the training trees' and the tags the target vocabulary's:
+            # facts of the corpus, read here once and kept in the model's config.
+            inventory = span_inventory((tree for _, tree in corpus.pairs("train")), target_pieces,
+                                       special_ids(target))
+            config = dataclasses.replace(config, model={**config.model, **inventory})
+        if not model_config.word_start_ids:
+            starts = alignment_ids(source, target)["word_start_ids"]
+            config = dataclasses.replace(config, model={**config.model, "word_start_ids": starts})
+        model_config = config.model_config(sizes)
+    elif model_config.word_alignment and not model_config.word_start_ids:
         # Which pieces begin a word and which symbols stand for one are the vocabularies' facts.
         config = dataclasses.replace(config, model={**config.model, **alignment_ids(source, target)})
         model_config = config.model_config(sizes)
@@ -60,4 +75,13 @@ def train_on_corpus(
     if validation_split:
         validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
     return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
-                 strategy=strategy, on_step=on_step)
+                 strategy=strategy, on_step=on_step, target_pieces=target_pieces)
+
+
+def pieces(tokenizer: SubwordTokenizer) -> list[str]:
+    """The tokenizer's pieces by id."""
+    return [piece.decode("utf-8") for piece in tokenizer.id_to_piece(tf.range(int(tokenizer.vocab_size))).numpy()]
+
+
+def special_ids(tokenizer: SubwordTokenizer) -> set[int]:
+    return {int(tokenizer.pad_id), int(tokenizer.unk_id), int(tokenizer.bos_id), int(tokenizer.eos_id)}

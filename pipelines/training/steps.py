@@ -8,12 +8,13 @@ global token count, so it does not depend on how the tokens were spread over rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.layers.word_alignment import tagging_loss
-from keras_transformer.training.losses import correct_tokens, label_smoothed_nll
+from keras_transformer.training.objectives import ObjectiveSums
 from pipelines.training.loss_scale import LossScale
 
 #: What ``accumulate`` returns, summed over replicas: the step's record is built from them.
@@ -29,16 +30,17 @@ class StepFunctions:
     global token count and clears them; ``reset()`` clears them without an update.
     ``accumulate_step(batches)`` accumulates until the step holds its tokens. Each is traced once
     for every batch shape (``element_spec``: the distributed dataset's, with its ``None`` dimensions).
+    ``objective`` (``keras_transformer.training.objectives``) gives a batch's sums; its ``count``
+    is the unit ``tokens_per_step`` counts (target tokens, or words for a span parser).
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 element_spec, *, label_smoothing: float, tokens_per_step: int,
+                 element_spec, *, objective: Callable[..., ObjectiveSums], tokens_per_step: int,
                  accumulation_batches: int | None = None, loss_scale: LossScale | None = None,
                  jit_compile: bool = False):
         self.tokens_per_step = tokens_per_step
         self.accumulation_batches = accumulation_batches
         trainable = list(model.trainable_variables)
-        pad_id = model.config.pad_id
         # Gradients are scaled by 1/tokens_per_step inside the replicas (and by the exact global
         # count at the update): the sums stay O(1) whatever the batch size, which matters for
         # float16's range.
@@ -53,31 +55,14 @@ class StepFunctions:
                 for i, v in enumerate(trainable)
             ]
 
-        # A model with a word tagger also learns it from the slots of the target (the tagger's
-        # loss is added to the gradient, not to the reported loss, which stays the decoder's).
-        tagged = getattr(model.config, "tagger", "none") != "none"
-
         def forward_backward(source, target_in, target_out, scale):
             with tf.GradientTape() as tape:
-                # Logits at the real target tokens only: padding needs no projection onto the vocabulary.
-                real = tf.not_equal(target_out, pad_id)
-                encoded = model.encode(source, training=True)
-                word_states = model.word_states(source, encoded)
-                logits = model.decode(target_in, encoded, model.padding_mask(source), training=True,
-                                      logits_mask=real, word_states=word_states).logits
-                labels = tf.boolean_mask(target_out, real)
-                losses, mask = label_smoothed_nll(labels, logits, label_smoothing, pad_id)
-                loss_sum = tf.reduce_sum(losses)
-                objective = loss_sum
-                if tagged:
-                    objective += tagging_loss(model.word_alignment, word_states, target_in, target_out,
-                                              label_smoothing, pad_id)
-                scaled = objective * (scale / norm)
+                sums = objective(source, target_in, target_out, training=True)
+                scaled = sums.total * (scale / norm)
             grads = tape.gradient(scaled, trainable)
             grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, trainable)]
             finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]))
-            correct = tf.reduce_sum(correct_tokens(labels, logits, mask))
-            return loss_sum, tf.reduce_sum(mask), correct, finite, grads
+            return sums.loss, sums.count, sums.correct, finite, grads
 
         if jit_compile:
             forward_backward = tf.function(forward_backward, jit_compile=True, reduce_retracing=True)

@@ -4,40 +4,38 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.models.transformer import Transformer
-from keras_transformer.training.losses import correct_tokens, label_smoothed_nll
+from keras_transformer.training.objectives import ObjectiveSums, TranslationObjective
 
 logger = logging.getLogger(__name__)
 
 
 def validation_loss(
-    model: Transformer,
+    model: keras.Model,
     dataset: tf.data.Dataset,
     label_smoothing: float = 0.0,
     max_batches: int | None = None,
+    objective: Callable[..., ObjectiveSums] | None = None,
 ) -> dict[str, float]:
-    """Token-level loss of ``model`` on ``dataset`` (no dropout).
+    """The training objective of ``model`` on ``dataset`` (no dropout), per unit of its count.
 
     Returns ``loss`` (label-smoothed, as trained), ``nll`` (cross-entropy per target token),
-    ``perplexity`` = exp(nll), ``token_accuracy`` and ``tokens`` (non-padding target tokens).
+    ``perplexity`` = exp(nll), ``token_accuracy`` and ``tokens`` (non-padding target tokens);
+    for a span parser (``objective``: a ``SpanObjective``) per word, the accuracy its tagging's.
     """
-    pad_id = model.config.pad_id
-
+    objective = objective or TranslationObjective(model, label_smoothing)
     ids = tf.TensorSpec([None, None], tf.int32)
 
     # One trace for every batch shape (bucketed batches vary in both dimensions).
     @tf.function(input_signature=[ids, ids, ids])
     def batch_sums(source, target_in, target_out):
-        logits = model((source, target_in), training=False)
-        smoothed, mask = label_smoothed_nll(target_out, logits, label_smoothing, pad_id)
-        nll, _ = label_smoothed_nll(target_out, logits, 0.0, pad_id)
-        correct = correct_tokens(target_out, logits, mask)
-        return tf.stack([tf.reduce_sum(smoothed), tf.reduce_sum(nll), tf.reduce_sum(correct),
-                         tf.reduce_sum(mask)])
+        sums = objective(source, target_in, target_out, training=False)
+        return tf.stack([sums.loss, sums.nll, sums.correct, sums.count])
 
     totals = np.zeros(4, dtype=np.float64)
     data = dataset if max_batches is None else dataset.take(max_batches)
@@ -60,9 +58,10 @@ def validation_loss(
 class Validation:
     """The held-out loss of a run: every ``every_steps`` steps before the last, and at the end."""
 
-    def __init__(self, model: Transformer, dataset: tf.data.Dataset, label_smoothing: float,
-                 every_steps: int | None = None, max_batches: int | None = None):
-        self.model, self.dataset = model, dataset
+    def __init__(self, model: keras.Model, dataset: tf.data.Dataset, label_smoothing: float,
+                 every_steps: int | None = None, max_batches: int | None = None,
+                 objective: Callable[..., ObjectiveSums] | None = None):
+        self.model, self.dataset, self.objective = model, dataset, objective
         self.label_smoothing, self.every_steps, self.max_batches = label_smoothing, every_steps, max_batches
 
     def due(self, step: int, train_steps: int) -> bool:
@@ -70,7 +69,7 @@ class Validation:
         return bool(self.every_steps) and step % self.every_steps == 0 and step < train_steps
 
     def __call__(self, step: int) -> dict[str, float]:
-        result = validation_loss(self.model, self.dataset, self.label_smoothing, self.max_batches)
+        result = validation_loss(self.model, self.dataset, self.label_smoothing, self.max_batches, self.objective)
         logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
                     step, result["loss"], result["nll"], result["perplexity"], result["token_accuracy"])
         return result

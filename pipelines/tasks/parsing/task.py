@@ -29,6 +29,14 @@ class ParsingTask(Task):
 
         return prepare_treebank(data_config)
 
+    def calibrate(self, model_path: Path, tokenizers: Any, corpus_dir: Path, output_path: Path) -> tuple[Path, Any]:
+        """A span parser's constituent bias, chosen on the validation split (:mod:`.calibration`)."""
+        from pipelines.corpus import Corpus
+
+        from .calibration import calibrate
+
+        return calibrate(model_path, tokenizers.source, Corpus.load(corpus_dir), output_path)
+
     def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
         """Section 6.3's outputs are trees: one POS slot per word, balanced matching brackets."""
         from .evaluation import tree_constraint_for

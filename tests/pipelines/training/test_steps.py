@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer, label_smoothed_nll, transformer_adam
+from keras_transformer.training.objectives import TranslationObjective
 from pipelines.training import seed_initialisation
 from pipelines.training.loss_scale import LossScale
 from pipelines.training.steps import TOTALS, StepFunctions
@@ -15,7 +16,8 @@ SPEC = ((tf.TensorSpec([None, None], tf.int32),) * 2, tf.TensorSpec([None, None]
 
 def step_functions(strategy, model, optimizer, **settings):
     settings = {"label_smoothing": 0.1, "tokens_per_step": 20, **settings}
-    return StepFunctions(strategy, model, optimizer, SPEC, **settings)
+    objective = TranslationObjective(model, settings.pop("label_smoothing"))
+    return StepFunctions(strategy, model, optimizer, SPEC, objective=objective, **settings)
 
 
 def weights(model) -> list[np.ndarray]:
