@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_parser_beams import measure
 
     from keras_transformer.checkpoints.averaging import average_checkpoints
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.decoding.translator import load_translator
     from pipelines.corpus import Corpus
 
     run = args.run.resolve()
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 logger.info("window %d: the run kept only %d checkpoints", window, len(kept))
                 continue
             averaged = average_checkpoints(run / "train", window, Path(scratch) / f"last-{window}")
-            translator = Translator.from_files(averaged.keras_model, tokenizers / "spm_en.model",
+            translator = load_translator(averaged.keras_model, tokenizers / "spm_en.model",
                                                tokenizers / "spm_tree.model")
             result = measure(translator, pairs, args.beam, args.alpha, args.max_length_offset, args.batch_size)
             result = {"window": window, "checkpoints": [Path(p).name for p in kept[-window:]], **result}

@@ -84,9 +84,10 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
         parser.error(f"model {model_path} does not exist")
     if not args.tokenizer:
         parser.error("--tokenizer is required with a .keras model")
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.decoding import translator as translators
 
-    translator = Translator.from_files(model_path, args.tokenizer, args.target_tokenizer, decoding=decoding)
+    # A span parser's model loads as a ChartParser, whose chart search ignores the beam options.
+    translator = translators.load_translator(model_path, args.tokenizer, args.target_tokenizer, decoding=decoding)
     options = {"beam_size": args.beam_size, "alpha": args.alpha,
                "max_length_offset": args.max_length_offset, "greedy": args.greedy}
     return translator, {k: v for k, v in options.items() if v is not None}

@@ -19,6 +19,11 @@ def check_export_settings(settings: dict[str, Any], requested: dict[str, Any]) -
             raise ValueError(f"the export was built with {key}={settings.get(key)}; cannot decode with {value}")
 
 
+def is_chart_parser(translator) -> bool:
+    """Whether ``translator`` parses by a chart search (``ChartParser`` or its export), not a beam."""
+    return hasattr(translator, "bias") and hasattr(translator, "scores")
+
+
 def decoding_kwargs(translator, config) -> dict[str, Any]:
     """The beam_size / alpha / max_length_offset overrides of ``config`` (any evaluation config), plus batch_size."""
     kwargs = {
@@ -30,6 +35,8 @@ def decoding_kwargs(translator, config) -> dict[str, Any]:
         )
         if v is not None
     }
+    if is_chart_parser(translator):  # a chart search: no beam, no length, no guard to set
+        return {"batch_size": config.batch_size}
     guard = getattr(config, "repetition_guard", 0) or 0
     fixed = getattr(translator, "settings", None)
     if isinstance(fixed, dict):
@@ -50,6 +57,8 @@ def repetition_guard(vocab_size: int, max_period: int):
 
 def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The decoding settings actually used, for scores.json."""
+    if is_chart_parser(translator):
+        return {"search": "cky", "bias": float(translator.bias)}
     settings = getattr(translator, "settings", None)
     if isinstance(settings, dict):  # an exported translator
         record = {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}

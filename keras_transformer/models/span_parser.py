@@ -85,6 +85,24 @@ class SpanParser(keras.Model):
         self.tag_output = keras.layers.Dense(self.num_tags, name="tag_output")
         self._half = half
 
+    @classmethod
+    def from_preset(cls, name: str = "span-parser-cpu", **overrides):
+        """A new, untrained, built span parser of preset ``name`` (its ``architecture``: span_parser).
+
+        ``overrides`` give what the treebank and vocabularies decide (``source_vocab_size``,
+        ``labels``, ``tags``, ``word_start_ids``) and replace architecture settings; ``dtype`` and
+        ``name`` go to ``keras.Model``.
+        """
+        from keras_transformer.models.presets import get_preset
+
+        preset = get_preset(name)
+        if preset.architecture != "span_parser":
+            raise ValueError(f"preset '{name}' builds a {preset.architecture}, not a span parser")
+        layer_kwargs = {k: overrides.pop(k) for k in ("dtype", "name") if k in overrides}
+        model = cls(**preset.model_config(**overrides).to_dict(), **layer_kwargs)
+        model.build()
+        return model
+
     def build(self, input_shape=None):
         if self.built:
             return

@@ -14,37 +14,58 @@ REPO = Path(__file__).resolve().parents[2]
 SCORED = 24
 
 
-@pytest.fixture(scope="module")
-def parsed(tmp_path_factory, toy_treebank):
+TINY = {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64}
+
+
+def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict):
     from flows.parsing import parsing_pipeline
 
-    tmp_path = tmp_path_factory.mktemp("parsing")
     overrides = {
         "run_dir": str(tmp_path / "run"),
         "data": {"path": str(toy_treebank), "max_train_trees": 200},
         "tokenizer": {"vocab_size": 600},
         "input": {"tokens_per_batch": 1024},
-        "train": {"model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
-                  "train_minutes": 0, "train_steps": 9, "checkpoint_every_steps": 3,
-                  "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False},
+        "train": {"train_minutes": 0, "train_steps": 9, "checkpoint_every_steps": 3,
+                  "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False, **train},
         "averaging": {"last_n": 2},
-        # The preset's beam 21 and alpha 0.3 stay; a short output cap keeps an untrained model quick.
-        "evaluation": {"max_sentences": SCORED, "max_length_offset": 12},
+        "evaluation": {"max_sentences": SCORED, **evaluation},
         "tracking": {"experiment": "parsing-flow-test", "log_every_steps": 3},
     }
     result = parsing_pipeline(str(REPO / "configs" / "parsing" / "sample-cpu.yaml"), overrides)
     return tmp_path, result
 
 
-def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory, toy_treebank):
+    """The shipped configuration: the span parser (span-parser-cpu), its bias chosen on the validation files."""
+    return _run_flow(tmp_path_factory.mktemp("parsing"), toy_treebank, {"model": {**TINY, "span_hidden": 32}}, {})
+
+
+@pytest.fixture(scope="module")
+def parsed_seq2seq(tmp_path_factory, toy_treebank):
+    """Section 6.3's sequence-to-sequence parser (parser-cpu); the preset's beam 21 and alpha 0.3
+    stay, a short output cap keeps an untrained model quick."""
+    return _run_flow(tmp_path_factory.mktemp("parsing-seq2seq"), toy_treebank,
+                     {"preset": "parser-cpu", "average_window": 0.1, "model": TINY}, {"max_length_offset": 12})
+
+
+@pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])
+def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(flow, request):
     from mlflow.tracking import MlflowClient
 
-    tmp_path, result = parsed
+    tmp_path, result = request.getfixturevalue(flow)
     work = Path(result.run_path)
     assert result.task == "parsing" and result.training.final_step == 9
     assert [Path(p).name for p in result.vocabulary.distinct()] == ["spm_en.model", "spm_tree.model"]
     scores = json.loads((work / "evaluation" / "scores.json").read_text())
-    assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
+    if flow == "parsed":
+        # The bias the calibration chose on the validation files is the one the evaluation decoded with.
+        calibration = result.model.calibration
+        assert calibration["split"] == "validation" and len(calibration["f1_by_bias"]) >= 5
+        assert scores["evaluation"]["decoding"] == {"search": "cky", "bias": calibration["bias"]}
+    else:
+        assert result.model.calibration is None
+        assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
     assert scores["valid_before_repair"] + scores["repaired"] == SCORED and scores["all"]["sentences"] == SCORED
     assert scores["baselines"]["right_branching"]["all"]["fmeasure"] > 0
     for name in ("gold.trees", "predicted.trees", "per_sentence.jsonl"):
@@ -56,13 +77,19 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(parsed):
     assert run.info.status == "FINISHED" and run.data.tags["task"] == "parsing"
     for key in ("f1", "complete_match", "tagging_accuracy", "baseline_right_branching_f1", "val_loss"):
         assert key in run.data.metrics, key
+    assert ("decoding_bias" in run.data.metrics) == (flow == "parsed")
     artifacts = {a.path for a in client.list_artifacts(result.run_id, "evaluation")}
     assert {"evaluation/predicted.trees", "evaluation/per_sentence.jsonl", "evaluation/scores.json"} <= artifacts
     assert run.data.params["data.max_train_trees"] == "200"
 
 
-def test_the_export_decodes_as_the_evaluation_did(parsed):
+def test_the_export_decodes_as_the_evaluation_did(parsed, parsed_seq2seq):
     _, result = parsed
+    metadata = json.loads((Path(result.export.directory) / "assets.extra" / "translator.json").read_text())
+    assert metadata["kind"] == "chart_parser" and metadata["bias"] == result.model.calibration["bias"]
+    assert result.export.settings == {"bias": result.model.calibration["bias"]}
+
+    _, result = parsed_seq2seq
     metadata = json.loads((Path(result.export.directory) / "assets.extra" / "translator.json").read_text())
     scores = json.loads((Path(result.run_path) / "evaluation" / "scores.json").read_text())
     # Section 6.3's beam 21 and alpha 0.3 (the parser preset's), the evaluation's length cap, the
@@ -72,9 +99,11 @@ def test_the_export_decodes_as_the_evaluation_did(parsed):
     assert metadata["constraint"] == "BracketConstraint"
 
 
-def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_trees(parsed, tmp_path, monkeypatch):
+@pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])
+def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_trees(flow, request, tmp_path,
+                                                                                     monkeypatch):
     """What a user gets (export, ``models:/...@champion`` loaded or served) is what the flow scored,
-    tree for tree, on every scored sentence."""
+    tree for tree, on every scored sentence, for either parser."""
     import mlflow.pyfunc
     import pandas as pd
 
@@ -84,7 +113,7 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
 
     from .conftest import served_predictions
 
-    run_tmp, result = parsed
+    run_tmp, result = request.getfixturevalue(flow)
     evaluation = Path(result.run_path) / "evaluation"
     sentences = evaluation.joinpath("sources.txt").read_text("utf-8").splitlines()
     scored = evaluation.joinpath("predicted.trees").read_text("utf-8").splitlines()
@@ -98,6 +127,8 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
 
     export = load_exported(result.export.directory).translate(sentences, n_best=True)
     assert [best_tree(hypotheses, s.split())[0].to_string() for hypotheses, s in zip(export, sentences)] == scored
+    if flow == "parsed":  # not a vacuous comparison: the trees have phrases (9 steps leave the seq2seq's flat)
+        assert sum(tree.count("(") - len(s.split()) >= 3 for tree, s in zip(scored, sentences)) >= len(scored) // 2
 
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -110,11 +141,12 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     assert [p["tree"] for p in served] == scored
 
 
+@pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])
 @pytest.mark.parametrize("source", ["export", "keras"])
-def test_parse_command_prints_one_tree_per_line_over_the_input_words(parsed, source):
+def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, source, request):
     from pipelines.tasks.parsing.tree import parse_tree
 
-    _, result = parsed
+    _, result = request.getfixturevalue(flow)
     if source == "export":
         model = ["--model", result.export.directory]
     else:
@@ -132,9 +164,9 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(parsed, sou
                                             "he", "said", "."]
 
 
-def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(parsed, tmp_path):
+def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(parsed_seq2seq, tmp_path):
     """``benchmarks/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window."""
-    _, result = parsed
+    _, result = parsed_seq2seq
     output = tmp_path / "windows.json"
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result.run_path,

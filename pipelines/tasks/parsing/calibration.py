@@ -26,13 +26,9 @@ logger = logging.getLogger(__name__)
 BIASES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
-def bias_f1(parser, corpus: Corpus, split: str = "validation", biases=BIASES,
-            max_sentences: int | None = None) -> dict[float, float]:
+def bias_f1(parser, pairs: list[tuple[str, str]], biases=BIASES) -> dict[float, float]:
     """Labelled F1 (gold punctuation, as the evaluation scores) of ``parser`` (a ``ChartParser``)
-    on ``split`` at each bias; the chart is scored once."""
-    pairs = list(corpus.pairs(split))[:max_sentences]
-    if not pairs:
-        raise ValueError(f"split {split!r} of {corpus.directory} has no sentences to choose the bias on")
+    on ``pairs`` (sentence, linearised gold tree) at each bias; the chart is scored once."""
     words = [source.split() for source, _ in pairs]
     gold = [delinearize(target, w) for (_, target), w in zip(pairs, words)]
     charts = parser.scores([source for source, _ in pairs])
@@ -57,7 +53,10 @@ def calibrate(model_path: str | Path, source_tokenizer: Any, corpus: Corpus, out
     model = keras.saving.load_model(model_path, compile=False)
     if not isinstance(model, SpanParser):
         return Path(model_path), None
-    scores = bias_f1(ChartParser(model, source_tokenizer, bias=0.0), corpus, split)
+    pairs = list(corpus.pairs(split))
+    if not pairs:
+        raise ValueError(f"split {split!r} of {corpus.directory} has no sentences to choose the bias on")
+    scores = bias_f1(ChartParser(model, source_tokenizer, bias=0.0), pairs)
     best = max(scores, key=lambda bias: (scores[bias], -bias))
     model.with_bias(best)
     model.save(output_path)

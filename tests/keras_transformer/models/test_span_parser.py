@@ -87,3 +87,12 @@ def test_bad_settings_name_themselves(setting, value, message):
     with pytest.raises(ValueError, match=message):
         SpanParser(**{"source_vocab_size": VOCAB, "labels": LABELS, "tags": TAGS, "word_start_ids": WORD_STARTS,
                       setting: value})
+
+
+def test_the_preset_builds_a_ready_span_parser():
+    model = SpanParser.from_preset("span-parser-cpu", source_vocab_size=VOCAB, labels=LABELS, tags=TAGS,
+                                   word_start_ids=WORD_STARTS, num_layers=1)
+    assert model.built and model.config.dropout == 0.3 and model.num_layers == 1
+    assert model.count_params() > 0 and model(np.array([[2, 4, 5]], np.int32))["spans"].shape == (1, 3, 3, 4)
+    with pytest.raises(ValueError, match="builds a transformer, not a span parser"):
+        SpanParser.from_preset("parser-cpu", source_vocab_size=VOCAB)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 
 from keras_transformer.decoding.chart import EMPTY
-from keras_transformer.models.span_targets import IGNORE, SpanTargets, bracket_label
+from keras_transformer.models.span_targets import IGNORE, SpanTargets, bracket_label, span_inventory, tree_labels
 from pipelines.tasks.parsing.chart import span_labels
 from pipelines.tasks.parsing.linearize import linearize
 from pipelines.tasks.parsing.tree import parse_tree
@@ -84,3 +84,24 @@ def test_any_tree_reads_back_its_own_chart(tree):
 def test_labels_must_start_empty():
     with pytest.raises(ValueError, match="empty label"):
         SpanTargets(PIECES, ["NP"], TAGS)
+
+
+@settings(max_examples=25, deadline=None)
+@given(trees())
+def test_the_inventory_of_linearised_trees_is_their_span_labels(tree):
+    """The labels the training stage reads off the corpus' linearised trees are the gold charts' labels."""
+    assert tree_labels(linearize(tree).split()) == set(span_labels(tree).values())
+
+
+def test_the_inventory_lists_the_empty_label_first_and_the_tags_of_the_vocabulary():
+    trees = [linearize(SMALL), linearize(UNARY)]
+    inventory = span_inventory(trees, PIECES, special_ids=range(4))
+    labels = inventory["labels"]
+    assert labels[0] == EMPTY and labels[1:] == sorted(labels[1:])
+    assert set(labels[1:]) == set().union(*(span_labels(t).values() for t in (SMALL, UNARY)))
+    assert inventory["tags"] == TAGS
+    # The inventory drives SpanTargets: every gold span of these trees gets a label, none IGNORE.
+    targets = SpanTargets(PIECES, labels, inventory["tags"])
+    spans, _ = targets(_batch([SMALL]))
+    gold = span_labels(SMALL)
+    assert all(int(spans[0][span]) == labels.index(label) for span, label in gold.items())

@@ -1,0 +1,74 @@
+"""Training objectives (keras_transformer/training/objectives.py): the span parser's from the flow's batches."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer.models.span_parser import SpanParser, span_parser_loss
+from keras_transformer.models.span_targets import SpanTargets
+from keras_transformer.training.objectives import SpanObjective, TranslationObjective, objective_for
+from pipelines.tasks.parsing.linearize import linearize
+from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, _batch
+from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
+
+SOURCE_VOCAB = 30
+#: Source ids 4.. each begin a word (one piece per word); 3 is EOS, 0 padding.
+WORD_STARTS = list(range(4, SOURCE_VOCAB))
+
+
+def _source(trees):
+    rows = [[4 + i % 20 for i in range(len(tree.words()))] + [3] for tree in trees]
+    source = np.zeros([len(rows), max(map(len, rows))], np.int32)
+    for row, ids in enumerate(rows):
+        source[row, : len(ids)] = ids
+    return tf.constant(source)
+
+
+@pytest.fixture(scope="module")
+def parser():
+    model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                       span_hidden=16, dropout=0.0)
+    model.build()
+    return model
+
+
+def test_the_span_objective_is_the_span_parser_loss_per_word(parser):
+    """The engine's objective on the flow's batches (linearised target ids, EOS, padding) is the
+    probe's loss on the gold charts, weighted by the batch's words."""
+    trees = [SMALL, UNARY]
+    source, target_out = _source(trees), tf.constant(_batch(trees))
+    sums = SpanObjective(parser, PIECES)(source, None, target_out, training=False)
+    spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(target_out)
+    words = sum(len(tree.words()) for tree in trees)
+    expected = float(span_parser_loss(parser(source), spans, tags)) * words
+    assert float(sums.count) == words
+    np.testing.assert_allclose(float(sums.total), expected, rtol=1e-5)
+    assert float(sums.loss) == float(sums.total) and 0 <= float(sums.correct) <= words
+
+
+def test_the_span_objective_learns_the_trees(parser):
+    trees = [SMALL, UNARY]
+    source, target_out = _source(trees), tf.constant(_batch(trees))
+    objective = SpanObjective(parser, PIECES)
+
+    optimizer = keras.optimizers.Adam(0.01)
+    first = None
+    for _ in range(60):
+        with tf.GradientTape() as tape:
+            sums = objective(source, None, target_out, training=True)
+        optimizer.apply(tape.gradient(sums.total, parser.trainable_variables), parser.trainable_variables)
+        first = first if first is not None else float(sums.total / sums.count)
+    final = objective(source, None, target_out, training=False)
+    assert float(final.total / final.count) < 0.2 * first
+    assert float(final.correct) == float(final.count)  # every word tagged right
+
+
+def test_each_model_gets_its_objective(parser):
+    transformer = Transformer.from_preset("demo", vocab_size=40, num_layers=1, d_model=16, num_heads=2, d_ff=32)
+    assert isinstance(objective_for(transformer, 0.1), TranslationObjective)
+    assert isinstance(objective_for(parser, 0.1, PIECES), SpanObjective)
+    with pytest.raises(ValueError, match="target vocabulary's pieces"):
+        objective_for(parser, 0.1)
+    assert linearize(SMALL).split()[0] == "(S"
