@@ -70,7 +70,8 @@ def encode(trees, tokenizer, word_starts: np.ndarray, vocab: Vocab):
         for (i, j), label in span_labels(tree).items():
             spans[i, j] = vocab.label_id.get(label, 0)
         tags = np.array([vocab.tag_id.get(tag, IGNORE) for tag in tree.tags()], np.int32)
-        examples.append((np.array(ids, np.int32), spans, tags))
+        # The source as the engine's batches and ChartParser hold it: the pieces, then EOS.
+        examples.append((np.array(ids + [int(tokenizer.eos_id)], np.int32), spans, tags))
     return examples
 
 

@@ -189,6 +189,7 @@ class SpanParserConfig(_VocabularyChecks):
     ``word_start_ids`` are facts of the treebank and the vocabularies: left empty in a preset, the
     training stage reads them off the corpus and tokenizers. ``target_vocab_size`` is the
     linearised trees' vocabulary the training batches hold (checked, not used by the model).
+    ``word_pieces``: a word's state is its first piece's (``first``) or the mean of its pieces' (``mean``).
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -205,6 +206,7 @@ class SpanParserConfig(_VocabularyChecks):
     dropout: float = 0.2
     norm_first: bool = True
     span_hidden: int = 256
+    word_pieces: str = "first"
     bias: float = 0.0
     pad_id: int = 0
     bos_id: int = 2
@@ -226,6 +228,8 @@ class SpanParserConfig(_VocabularyChecks):
                  f"num_heads={self.num_heads}")
         if not 0.0 <= self.dropout < 1.0:
             fail("dropout", self.dropout, "must be in [0, 1)")
+        if self.word_pieces not in WORD_PIECES:
+            fail("word_pieces", self.word_pieces, f"use one of {WORD_PIECES}")
         for name in ("labels", "tags"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):

@@ -139,15 +139,25 @@ class SpanParser(keras.Model):
         return x if self.encoder_norm is None else self.encoder_norm(x)
 
     def word_states(self, source_ids, encoder_outputs):
-        """``([batch, n, d_model], lengths)``: each word's first-piece state, zero past its sentence."""
+        """``([batch, n, d_model], lengths)``: each word's state, zero past its sentence: its first
+        piece's (``word_pieces="first"``) or the mean of its pieces' (``"mean"``; EOS and padding
+        belong to no word)."""
         source_ids = ops.cast(source_ids, "int32")
         starts = ops.take(ops.convert_to_tensor(self._word_start_table), source_ids)
         lengths = ops.sum(starts, axis=1)
         n = ops.max(lengths)
         word_of_piece = ops.cumsum(starts, axis=1) - 1
+        if self.config.word_pieces == "first":
+            member = ops.cast(starts, "bool")
+        else:
+            member = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
+                                     ops.not_equal(source_ids, self.config.eos_id))
         select = ops.logical_and(ops.equal(word_of_piece[:, None, :], ops.arange(n, dtype="int32")[None, :, None]),
-                                 ops.cast(starts, "bool")[:, None, :])
-        return ops.matmul(ops.cast(select, encoder_outputs.dtype), encoder_outputs), lengths
+                                 member[:, None, :])
+        select = ops.cast(select, encoder_outputs.dtype)
+        if self.config.word_pieces == "mean":
+            select = select / ops.maximum(ops.sum(select, axis=2, keepdims=True), 1.0)
+        return ops.matmul(select, encoder_outputs), lengths
 
     def call(self, source_ids, training=None):
         words, lengths = self.word_states(source_ids, self.encode(source_ids, training=training))

@@ -96,3 +96,18 @@ def test_the_preset_builds_a_ready_span_parser():
     assert model.count_params() > 0 and model(np.array([[2, 4, 5]], np.int32))["spans"].shape == (1, 3, 3, 4)
     with pytest.raises(ValueError, match="builds a transformer, not a span parser"):
         SpanParser.from_preset("parser-cpu", source_vocab_size=VOCAB)
+
+
+def test_a_word_can_be_the_mean_of_its_pieces():
+    first, mean = _model(), _model(word_pieces="mean")
+    mean.set_weights(first.get_weights())
+    # Words: 2 | 4 5 | 6, then EOS (3) and padding: neither is part of a word.
+    source = np.array([[2, 4, 5, 6, 3, 0]], np.int32)
+    encoded = first.encode(source)
+    words, lengths = mean.word_states(source, encoded)
+    assert int(lengths[0]) == 3
+    np.testing.assert_allclose(words[0, 1], (encoded[0, 1] + encoded[0, 2]) / 2, atol=1e-6)
+    np.testing.assert_allclose(words[0, 2], encoded[0, 3], atol=1e-6)
+    np.testing.assert_allclose(first.word_states(source, encoded)[0][0, 1], encoded[0, 1], atol=1e-6)
+    with pytest.raises(ValueError, match="word_pieces"):
+        _model(word_pieces="last")

@@ -23,7 +23,7 @@ def _ids(tree, eos=3):
     return [index[token] for token in linearize(tree).split()] + [eos]
 
 
-def _batch(trees):
+def target_batch(trees):
     rows = [_ids(tree) for tree in trees]
     ids = np.zeros([len(rows), max(map(len, rows)) + 2], np.int32)  # and some padding
     for row, values in enumerate(rows):
@@ -49,7 +49,7 @@ def test_bracket_label():
 
 def test_spans_and_tags_of_a_batch_of_trees():
     batch = [SMALL, UNARY, parse_tree("(TOP (NP (NP (NN it)) (PP (DT the) (NN end))))")]
-    spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(_batch(batch))
+    spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(target_batch(batch))
     assert spans.shape == (3, 7, 7) and tags.shape == (3, 6)
     for row, tree in enumerate(batch):
         want_spans, want_tags = _expected(tree, 6)
@@ -60,7 +60,7 @@ def test_spans_and_tags_of_a_batch_of_trees():
 
 def test_chains_and_labels_outside_the_inventory_are_ignored():
     tree = parse_tree("(TOP (S (VP (VB go)) (NP (PRP it))))")  # S and NP fine, VP over one word too
-    spans, _ = SpanTargets(PIECES, [EMPTY, "S", "NP"], TAGS)(_batch([tree]))
+    spans, _ = SpanTargets(PIECES, [EMPTY, "S", "NP"], TAGS)(target_batch([tree]))
     assert spans[0, 0, 1] == IGNORE and spans[0, 1, 2] == 2 and spans[0, 0, 2] == 1
 
 
@@ -102,6 +102,6 @@ def test_the_inventory_lists_the_empty_label_first_and_the_tags_of_the_vocabular
     assert inventory["tags"] == TAGS
     # The inventory drives SpanTargets: every gold span of these trees gets a label, none IGNORE.
     targets = SpanTargets(PIECES, labels, inventory["tags"])
-    spans, _ = targets(_batch([SMALL]))
+    spans, _ = targets(target_batch([SMALL]))
     gold = span_labels(SMALL)
     assert all(int(spans[0][span]) == labels.index(label) for span, label in gold.items())

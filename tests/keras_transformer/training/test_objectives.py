@@ -10,7 +10,7 @@ from keras_transformer.models.span_parser import SpanParser, span_parser_loss
 from keras_transformer.models.span_targets import SpanTargets
 from keras_transformer.training.objectives import SpanObjective, TranslationObjective, objective_for
 from pipelines.tasks.parsing.linearize import linearize
-from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, _batch
+from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 
 SOURCE_VOCAB = 30
@@ -18,7 +18,7 @@ SOURCE_VOCAB = 30
 WORD_STARTS = list(range(4, SOURCE_VOCAB))
 
 
-def _source(trees):
+def source_batch(trees):
     rows = [[4 + i % 20 for i in range(len(tree.words()))] + [3] for tree in trees]
     source = np.zeros([len(rows), max(map(len, rows))], np.int32)
     for row, ids in enumerate(rows):
@@ -38,7 +38,7 @@ def test_the_span_objective_is_the_span_parser_loss_per_word(parser):
     """The engine's objective on the flow's batches (linearised target ids, EOS, padding) is the
     probe's loss on the gold charts, weighted by the batch's words."""
     trees = [SMALL, UNARY]
-    source, target_out = _source(trees), tf.constant(_batch(trees))
+    source, target_out = source_batch(trees), tf.constant(target_batch(trees))
     sums = SpanObjective(parser, PIECES)(source, None, target_out, training=False)
     spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(target_out)
     words = sum(len(tree.words()) for tree in trees)
@@ -50,7 +50,7 @@ def test_the_span_objective_is_the_span_parser_loss_per_word(parser):
 
 def test_the_span_objective_learns_the_trees(parser):
     trees = [SMALL, UNARY]
-    source, target_out = _source(trees), tf.constant(_batch(trees))
+    source, target_out = source_batch(trees), tf.constant(target_batch(trees))
     objective = SpanObjective(parser, PIECES)
 
     optimizer = keras.optimizers.Adam(0.01)

@@ -14,8 +14,8 @@ from keras_transformer.models.span_parser import SpanParser
 from pipelines.config import ConfigError
 from pipelines.training import TrainConfig, train
 from pipelines.vocabulary import Vocabulary
-from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, _batch
-from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, _source
+from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
+from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, source_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 
 SPAN = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "span_hidden": 16, "dropout": 0.0,
@@ -24,8 +24,8 @@ SPAN = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "span_hidden
 
 def _batches():
     trees = [SMALL, UNARY]
-    target_out = tf.constant(_batch(trees))
-    return tf.data.Dataset.from_tensors(((_source(trees), target_out), target_out)).repeat()
+    target_out = tf.constant(target_batch(trees))
+    return tf.data.Dataset.from_tensors(((source_batch(trees), target_out), target_out)).repeat()
 
 
 def test_a_span_parser_trains_checkpoints_and_averages_as_a_transformer_does(tmp_path):
@@ -46,7 +46,7 @@ def test_a_span_parser_trains_checkpoints_and_averages_as_a_transformer_does(tmp
     assert info["config"]["labels"] == CHAINS
     restored = load_model_from_checkpoint(result.latest_checkpoint)
     assert isinstance(restored, SpanParser)
-    source = _source([SMALL])
+    source = source_batch([SMALL])
     np.testing.assert_allclose(restored(source)["spans"], result.model(source)["spans"], atol=1e-5)
 
     averaged = average_checkpoints(tmp_path / "train", last_n=2, output=tmp_path / "averaged")
