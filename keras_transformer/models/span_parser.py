@@ -176,6 +176,21 @@ class SpanParser(keras.Model):
         tags = self.tag_output(self.tag_norm(words))
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
 
+    def compile(self, optimizer="auto", **kwargs):
+        """``keras.Model.compile``; ``"auto"`` is section 5.3's Adam on equation (3) with the
+        span-parser-cpu recipe's warm-up and scale. The loss is :func:`span_parser_loss`, so ``fit``
+        takes ``x=source_ids, y={"spans": [batch, n + 1, n + 1], "tags": [batch, n]}`` label ids,
+        :data:`IGNORE` where there is none (``keras_transformer.models.span_targets`` reads them off
+        linearised trees)."""
+        if optimizer == "auto":
+            from keras_transformer.models.presets import get_preset
+
+            optimizer = get_preset("span-parser-cpu").training.optimizer(self.d_model)
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return span_parser_loss(y_pred, y["spans"], y["tags"])
+
     @property
     def bias(self) -> float:
         """The constituent bias decoding adds (chosen on dev; see ``decoding.chart.decode_chart``)."""

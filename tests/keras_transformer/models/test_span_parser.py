@@ -111,3 +111,19 @@ def test_a_word_can_be_the_mean_of_its_pieces():
     np.testing.assert_allclose(first.word_states(source, encoded)[0][0, 1], encoded[0, 1], atol=1e-6)
     with pytest.raises(ValueError, match="word_pieces"):
         _model(word_pieces="last")
+
+
+def test_fit_trains_a_span_parser_in_a_notebook():
+    """``compile()`` + ``fit`` with the gold charts and tags: the plain Keras path."""
+    model = _model()
+    source = np.array([[2, 4, 6, 3], [8, 10, 3, 0]], np.int32)
+    spans = np.full([2, 4, 4], IGNORE, np.int32)
+    spans[0][np.triu_indices(4, 1)], spans[1][np.triu_indices(3, 1)] = 0, 0
+    spans[0, 0, 3], spans[0, 1, 3], spans[1, 0, 2] = 3, 2, 1
+    tags = np.array([[0, 1, 2], [0, 1, IGNORE]], np.int32)
+    model.compile(optimizer=keras.optimizers.Adam(0.01))
+    history = model.fit(source, {"spans": spans, "tags": tags}, epochs=40, batch_size=2, verbose=0)
+    assert history.history["loss"][-1] < 0.1 * history.history["loss"][0]
+    assert np.asarray(model(source)["spans"])[0, 0, 3].argmax() == 3
+    model.compile()  # the recipe's Adam by default
+    assert model.optimizer.beta_2 == 0.98
