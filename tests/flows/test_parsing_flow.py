@@ -179,3 +179,18 @@ def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(
     assert report["results"][1]["checkpoints"] == ["ckpt-6", "ckpt-9"]
     assert all(r["sentences"] == 4 and 0 <= r["f1"] <= 100 for r in report["results"])
     assert report["best_window"] in (1, 2)
+
+
+def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_path):
+    """``benchmarks/parsing_run_report.py`` on a finished run: scores, stages, and 0 differing trees."""
+    _, result = parsed
+    output = tmp_path / "report.json"
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "parsing_run_report.py"), "--run", result.run_path,
+         "--output", str(output)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["export"] == {**report["export"], "sentences": SCORED, "trees_differing_from_scored": 0,
+                                "kind": "chart_parser"}
+    assert report["stages"]["calibration"]["calibration"] == result.model.calibration
+    assert report["final_step"] == 9 and report["test"]["sentences"] == SCORED
