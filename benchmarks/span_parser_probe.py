@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
     settings = {"num_layers": 4, "d_model": 256, "num_heads": 4, "d_ff": 1024, "dropout": 0.2, "span_hidden": 256}
     for item in args.model:
         key, value = item.split("=", 1)
-        settings[key] = type(settings[key])(value) if key in settings else value
+        settings[key] = type(settings[key])(value) if key in settings else yaml.safe_load(value)
     if args.smoke:
         args.wiring = True
         settings.update(num_layers=1, d_model=32, num_heads=2, d_ff=64, span_hidden=32)

@@ -190,6 +190,8 @@ class SpanParserConfig(_VocabularyChecks):
     training stage reads them off the corpus and tokenizers. ``target_vocab_size`` is the
     linearised trees' vocabulary the training batches hold (checked, not used by the model).
     ``word_pieces``: a word's state is its first piece's (``first``) or the mean of its pieces' (``mean``).
+    ``piece_dropout``: in training, each piece becomes ``unk_id`` with this probability (word
+    dropout, Stern et al. 2017), so that words unseen in training are parsed from their context.
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -207,8 +209,10 @@ class SpanParserConfig(_VocabularyChecks):
     norm_first: bool = True
     span_hidden: int = 256
     word_pieces: str = "first"
+    piece_dropout: float = 0.0
     bias: float = 0.0
     pad_id: int = 0
+    unk_id: int = 1
     bos_id: int = 2
     eos_id: int = 3
 
@@ -230,6 +234,8 @@ class SpanParserConfig(_VocabularyChecks):
             fail("dropout", self.dropout, "must be in [0, 1)")
         if self.word_pieces not in WORD_PIECES:
             fail("word_pieces", self.word_pieces, f"use one of {WORD_PIECES}")
+        if not 0.0 <= self.piece_dropout < 1.0:
+            fail("piece_dropout", self.piece_dropout, "must be in [0, 1)")
         for name in ("labels", "tags"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):
@@ -243,8 +249,9 @@ class SpanParserConfig(_VocabularyChecks):
         if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and i >= 0 for i in value):
             fail("word_start_ids", value, "must be a list of non-negative token ids")
         object.__setattr__(self, "word_start_ids", tuple(int(i) for i in value))
-        if len({self.pad_id, self.bos_id, self.eos_id}) != 3:
-            fail("pad_id/bos_id/eos_id", (self.pad_id, self.bos_id, self.eos_id), "special token ids must be distinct")
+        if len({self.pad_id, self.unk_id, self.bos_id, self.eos_id}) != 4:
+            fail("pad_id/unk_id/bos_id/eos_id", (self.pad_id, self.unk_id, self.bos_id, self.eos_id),
+                 "special token ids must be distinct")
         object.__setattr__(self, "bias", float(self.bias))
 
     @property

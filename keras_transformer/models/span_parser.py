@@ -64,6 +64,7 @@ class SpanParser(keras.Model):
         table = np.zeros([c.source_vocab_size], np.int32)
         table[self.word_start_ids] = 1
         self._word_start_table = table
+        self._piece_seed = keras.random.SeedGenerator(0) if c.piece_dropout else None
 
         self.embedding = ScaledEmbedding(c.source_vocab_size, c.d_model, name="source_embedding")
         self.positions = SinusoidalPositionalEncoding(name="encoder_positions")
@@ -160,7 +161,15 @@ class SpanParser(keras.Model):
         return ops.matmul(select, encoder_outputs), lengths
 
     def call(self, source_ids, training=None):
-        words, lengths = self.word_states(source_ids, self.encode(source_ids, training=training))
+        pieces = source_ids
+        if training and self.config.piece_dropout:
+            # Words are found on the original ids; only what the encoder reads is dropped.
+            source_ids = ops.cast(source_ids, "int32")
+            drop = keras.random.uniform(ops.shape(source_ids), seed=self._piece_seed) < self.config.piece_dropout
+            real = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
+                                   ops.not_equal(source_ids, self.config.eos_id))
+            pieces = ops.where(ops.logical_and(drop, real), self.config.unk_id, source_ids)
+        words, lengths = self.word_states(source_ids, self.encode(pieces, training=training))
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).

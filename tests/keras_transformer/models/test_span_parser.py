@@ -127,3 +127,16 @@ def test_fit_trains_a_span_parser_in_a_notebook():
     assert np.asarray(model(source)["spans"])[0, 0, 3].argmax() == 3
     model.compile()  # the recipe's Adam by default
     assert model.optimizer.beta_2 == 0.98
+
+
+def test_piece_dropout_hides_pieces_in_training_only_and_keeps_the_words():
+    model = _model(piece_dropout=0.5)
+    source = np.array([[2, 4, 5, 6, 8, 10, 3, 0]], np.int32)
+    plain = model(source)
+    np.testing.assert_allclose(model(source, training=False)["spans"], plain["spans"])
+    trained = [model(source, training=True) for _ in range(4)]
+    # Same words (five of them), other encodings: the dropped pieces became unknown.
+    assert all(out["tags"].shape == plain["tags"].shape for out in trained)
+    assert any(not np.allclose(out["spans"], plain["spans"], atol=1e-4) for out in trained)
+    with pytest.raises(ValueError, match="piece_dropout"):
+        _model(piece_dropout=1.0)
