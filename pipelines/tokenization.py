@@ -49,12 +49,14 @@ class TokenizerConfig:
     target side may use other settings: ``target`` holds the ones that differ, e.g.
     ``{"model_type": "word", "vocab_size": 200}`` for the parse trees of section 6.3, whose
     brackets and tags are whole symbols. A ``word`` model's ``vocab_size`` is a cap: it keeps the
-    symbols that occur, up to that many.
+    symbols that occur, up to that many. ``character_coverage`` defaults to 0.9995 for subword
+    models and to 1.0 for ``word`` models: a tree symbol made of a rare letter (``EX``, ``-LRB-``,
+    ``UH``) would otherwise be unknown.
     """
 
     vocab_size: int = 8000
     model_type: str = "bpe"
-    character_coverage: float = 0.9995
+    character_coverage: float | None = None
     input_sentence_size: int = 1_000_000
     seed: int = 0
     shared: bool = True
@@ -78,7 +80,7 @@ class TokenizerConfig:
         if self.vocab_size < minimum:
             raise ValueError(f"vocab_size must be at least {minimum} with these settings, "
                              f"got {self.vocab_size}")
-        if not 0 < self.character_coverage <= 1:
+        if self.character_coverage is not None and not 0 < self.character_coverage <= 1:
             raise ValueError("character_coverage must be in (0, 1]")
 
 
@@ -92,7 +94,7 @@ def _trainer_kwargs(config: TokenizerConfig) -> dict:
     return dict(
         vocab_size=config.vocab_size,
         model_type=config.model_type,
-        character_coverage=config.character_coverage,
+        character_coverage=config.character_coverage or (1.0 if word else 0.9995),
         input_sentence_size=config.input_sentence_size,
         shuffle_input_sentence=True,
         byte_fallback=config.byte_fallback,

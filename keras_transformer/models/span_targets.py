@@ -52,6 +52,13 @@ def tree_labels(tokens: Sequence[str]) -> set[str]:
     return {CHAIN.join(chain) for chain in chains.values()}
 
 
+def missing_symbols(trees: Iterable[str], target_pieces: Sequence[str]) -> list[str]:
+    """The symbols of the linearised ``trees`` that no target piece spells (``▁`` dropped): a
+    tag the vocabulary lacks would be read as no word at all and shift the words after it."""
+    known = {piece.lstrip("\u2581") for piece in target_pieces}
+    return sorted({token for tree in trees for token in tree.split()} - known)
+
+
 def span_inventory(trees: Iterable[str], target_pieces: Sequence[str], special_ids: Iterable[int]) -> dict:
     """``{"labels": [...], "tags": [...]}`` for a span parser: the labels of the linearised
     ``trees`` (:data:`EMPTY` first, then sorted; chains up to :data:`MAX_CHAIN`) and the tags,

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_transformer.layers.word_alignment import alignment_ids
 from keras_transformer.models.config import SpanParserConfig
-from keras_transformer.models.span_targets import span_inventory
+from keras_transformer.models.span_targets import missing_symbols, span_inventory
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
@@ -46,8 +46,10 @@ def train_on_corpus(
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
     model_config = config.model_config(sizes)
     target_pieces = None
-    if isinstance(model_config, SpanParserConfig):
+    if isinstance(model_config, SpanParserConfig) or model_config.word_alignment:
         target_pieces = pieces(target)
+        check_tree_symbols(corpus, target_pieces)
+    if isinstance(model_config, SpanParserConfig):
         if not model_config.labels:
             # The span labels are the training trees' and the tags the target vocabulary's:
             # facts of the corpus, read here once and kept in the model's config.
@@ -76,6 +78,17 @@ def train_on_corpus(
         validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
     return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
                  strategy=strategy, on_step=on_step, target_pieces=target_pieces)
+
+
+def check_tree_symbols(corpus: Corpus, target_pieces: list[str]) -> None:
+    """Raises ``ValueError`` naming the training trees' symbols the target vocabulary lacks."""
+    missing = missing_symbols((tree for _, tree in corpus.pairs("train")), target_pieces)
+    if missing:
+        raise ValueError(
+            f"the target vocabulary lacks {len(missing)} symbol(s) of the training trees in {corpus.directory}: "
+            f"{missing[:12]}; a parser cannot learn them (and would misplace the words after them). Train the "
+            "target tokenizer as a `word` model with tokenizer.target.character_coverage: 1.0 (the default) "
+            "and a vocab_size above the number of symbols")
 
 
 def pieces(tokenizer: SubwordTokenizer) -> list[str]:
