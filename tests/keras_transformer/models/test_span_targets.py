@@ -5,7 +5,14 @@ import pytest
 from hypothesis import given, settings
 
 from keras_transformer.decoding.chart import EMPTY
-from keras_transformer.models.span_targets import IGNORE, SpanTargets, bracket_label, span_inventory, tree_labels
+from keras_transformer.models.span_targets import (
+    IGNORE,
+    SpanTargets,
+    bracket_label,
+    missing_symbols,
+    span_inventory,
+    tree_labels,
+)
 from pipelines.tasks.parsing.chart import span_labels
 from pipelines.tasks.parsing.linearize import linearize
 from pipelines.tasks.parsing.tree import parse_tree
@@ -105,3 +112,8 @@ def test_the_inventory_lists_the_empty_label_first_and_the_tags_of_the_vocabular
     spans, _ = targets(target_batch([SMALL]))
     gold = span_labels(SMALL)
     assert all(int(spans[0][span]) == labels.index(label) for span, label in gold.items())
+
+
+def test_the_symbols_a_vocabulary_lacks_are_named():
+    trees = ["(S (NP EX )NP (VP VBZ )VP . )S", "(S (NP -LRB- NN )NP )S"]
+    assert missing_symbols(trees, PIECES) == ["-LRB-", "EX", "VBZ"]
