@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from keras_transformer.decoding.export import (
     load_exported,
 )
 from keras_transformer.models.span_parser import SpanParser
+from tests.keras_transformer.decoding import fresh_process
 from tests.keras_transformer.tiny_models import tiny_transformer
 
 LABELS = ["", "NP", "S", "S+VP", "VP"]
@@ -34,29 +34,8 @@ WORDS = ("the package contains files for the documentation of a library with too
 SENTENCES = [" ".join((WORDS * 2)[(3 * k) % 7: (3 * k) % 7 + n]) for k, n in enumerate(
     np.random.default_rng(0).permutation(np.arange(1, 25)))] + [""]
 
-# A new interpreter that can import TensorFlow and tensorflow_text but not this project; it records
-# every Keras function executed while loading and serving (TensorFlow's own import may load Keras).
-FRESH_PROCESS = textwrap.dedent(
+FRESH_PROCESS = fresh_process.script(
     """
-    import json, os, sys
-
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("keras_transformer", "pipelines", "flows"):
-                raise ImportError("not allowed in the fresh process: " + name)
-            return None
-
-    sys.meta_path.insert(0, Block())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-
-    keras_calls = set()
-
-    def profile(frame, event, arg):
-        if event == "call" and os.sep + "keras" + os.sep in frame.f_code.co_filename:
-            keras_calls.add(frame.f_code.co_name)
-
-    sys.setprofile(profile)
     module = tf.saved_model.load(sys.argv[1])
     served = module.signatures["serving_default"](sentences=tf.constant(json.loads(sys.argv[2]), tf.string))
     sys.setprofile(None)
@@ -64,8 +43,7 @@ FRESH_PROCESS = textwrap.dedent(
         "outputs": {name: {"shape": value.shape.as_list(), "dtype": value.dtype.name,
                            **({"values": value.numpy().tolist()} if name == "words" else {})}
                     for name, value in served.items()},
-        "keras_calls": sorted(keras_calls),
-        "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in ("keras_transformer", "pipelines")),
+        {REPORTED}
     }))
     """
 )

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import tensorflow as tf
@@ -20,6 +19,7 @@ from keras_transformer.decoding.export import (
     load_exported,
 )
 from keras_transformer.decoding.translator import Translator
+from tests.keras_transformer.decoding import fresh_process
 from tests.keras_transformer.tiny_models import tiny_transformer
 
 SENTENCES = [
@@ -30,29 +30,8 @@ SENTENCES = [
 ]
 BEAM, ALPHA, OFFSET = 3, 0.6, 5
 
-# Runs in a new interpreter that can import TensorFlow and tensorflow_text but not this
-# project; it records every Keras function executed while loading and translating.
-FRESH_PROCESS = textwrap.dedent(
+FRESH_PROCESS = fresh_process.script(
     """
-    import json, os, sys
-
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("keras_transformer", "pipelines", "flows"):
-                raise ImportError("not allowed in the fresh process: " + name)
-            return None
-
-    sys.meta_path.insert(0, Block())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-
-    keras_calls = set()
-
-    def profile(frame, event, arg):
-        if event == "call" and os.sep + "keras" + os.sep in frame.f_code.co_filename:
-            keras_calls.add(frame.f_code.co_name)
-
-    sys.setprofile(profile)
     module = tf.saved_model.load(sys.argv[1])
     sentences = json.loads(sys.argv[2])
     direct = module.translate(tf.constant(sentences, tf.string)).numpy()
@@ -61,8 +40,7 @@ FRESH_PROCESS = textwrap.dedent(
     print(json.dumps({
         "direct": [t.decode("utf-8") for t in direct],
         "served": [t.decode("utf-8") for t in served["translations"].numpy()],
-        "keras_calls": sorted(keras_calls),
-        "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in ("keras_transformer", "pipelines")),
+        {REPORTED}
     }))
     """
 )
