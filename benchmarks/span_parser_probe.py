@@ -219,6 +219,8 @@ def main(argv=None) -> int:
     parser.add_argument("--treebank", required=True)
     parser.add_argument("--tokenizer", help="the source SentencePiece model (the parsing flow's spm_en.model); "
                         "default: one trained here on the training words, as the flow trains it")
+    parser.add_argument("--vocab-size", type=int, default=4000,
+                        help="of the source tokenizer trained here when no --tokenizer is given")
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--wiring", action="store_true", help="overfit 50 trees; also the loss with the source zeroed")
     parser.add_argument("--words-per-batch", type=int, default=500)
@@ -251,8 +253,8 @@ def main(argv=None) -> int:
         from bench_parser_wiring import prepare
 
         with tempfile.TemporaryDirectory() as tmp:
-            tokenizer = prepare(args.treebank, Path(tmp), vocab_size=600 if args.smoke else 4000)[1].source
-    pieces = [p.decode() for p in tokenizer.id_to_piece(tf.range(tokenizer.vocab_size)).numpy()]
+            tokenizer = prepare(args.treebank, Path(tmp), vocab_size=600 if args.smoke else args.vocab_size)[1].source
+    pieces = tokenizer.pieces()
     word_starts = np.array([p.startswith(WORD_BOUNDARY) and p not in SPECIAL_PIECES for p in pieces], np.int32)
     settings = {"num_layers": 4, "d_model": 256, "num_heads": 4, "d_ff": 1024, "dropout": 0.2, "span_hidden": 256}
     for item in args.model:

@@ -106,6 +106,15 @@ class SubwordTokenizer(tf.Module):
     def eos_id(self) -> int:
         return self._eos_id
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """Pad, unknown, BOS and EOS ids."""
+        return frozenset({self._pad_id, self._unk_id, self._bos_id, self._eos_id})
+
+    def pieces(self) -> list[str]:
+        """Every piece of the vocabulary, by id."""
+        return [piece.decode("utf-8") for piece in self.id_to_piece(tf.range(self._vocab_size)).numpy()]
+
     def tokenize(self, strings) -> tf.RaggedTensor:
         """UTF-8 strings ``[batch]`` -> int32 ids ``RaggedTensor [batch, (tokens)]``, no BOS/EOS.
 
@@ -142,3 +151,18 @@ class SubwordTokenizer(tf.Module):
     def piece_to_id(self, pieces) -> tf.Tensor:
         """Pieces -> ids (``unk_id`` for pieces not in the vocabulary)."""
         return self._sp.string_to_id(tf.convert_to_tensor(pieces, dtype=tf.string))
+
+
+def source_batch(tokenizer, sentences, eos_id: int, pad_id: int, limit: int | None = None) -> tf.Tensor:
+    """The padded int32 source ids ``[batch, length]`` of ``sentences`` as training saw them: the
+    pieces, then EOS; cut to ``limit`` ids with the EOS if given (what the model can encode).
+
+    ``sentences``: a list of strings or a ``tf.string`` tensor ``[batch]`` (inside a traced
+    function too: the exports build their inputs here).
+    """
+    ids = tokenizer.tokenize(tf.convert_to_tensor(sentences, dtype=tf.string))
+    if limit is not None:
+        ids = ids[:, : limit - 1]
+    eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(eos_id, ids.dtype))
+    ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
+    return tf.cast(ids.to_tensor(default_value=pad_id), tf.int32)

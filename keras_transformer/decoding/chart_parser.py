@@ -14,20 +14,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.chart import decode_chart
+from keras_transformer.tokenizer import source_batch
 
 
 def source_ids(tokenizer, sentences: Sequence[str] | tf.Tensor, config) -> tf.Tensor:
-    """The padded source ids of ``sentences`` as training saw them: the pieces, then EOS.
-
-    ``sentences``: a list of strings, or a ``tf.string`` tensor ``[batch]`` (inside a traced
-    function: the export's graph builds its inputs here too).
-    """
-    if not isinstance(sentences, tf.Tensor):
-        sentences = tf.constant(list(sentences), tf.string)
-    ids = tokenizer.tokenize(sentences)
-    eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(config.eos_id, ids.dtype))
-    ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
-    return tf.cast(ids.to_tensor(default_value=config.pad_id), tf.int32)
+    """The padded source ids of ``sentences`` as the span parser ``config`` was trained on them."""
+    return source_batch(tokenizer, sentences, config.eos_id, config.pad_id)
 
 
 def span_scores(model, source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

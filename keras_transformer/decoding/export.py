@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras_transformer.decoding.beam import beam_search_decode
 from keras_transformer.decoding.greedy import ensure_built
 from keras_transformer.models.presets import DecodingSettings
+from keras_transformer.tokenizer import source_batch
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +72,7 @@ class TranslatorModule(tf.Module):
     def n_best(self, sentences):
         """Every finished beam hypothesis, best first: ``hypotheses`` ``tf.string [batch, beam]``
         and their length-normalised ``scores`` (``-inf`` marks an empty slot)."""
-        ids = self.source_tokenizer.tokenize(sentences)
-        if self._source_limit is not None:
-            ids = ids[:, : self._source_limit - 1]
-        eos = tf.fill(tf.stack([ids.nrows(), 1]), tf.constant(self._eos_id, ids.dtype))
-        ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
-        source = tf.cast(ids.to_tensor(default_value=self._pad_id), tf.int32)
+        source = source_batch(self.source_tokenizer, sentences, self._eos_id, self._pad_id, self._source_limit)
         slots = None
         if self.constraint is not None:
             slots = tf.cast(tf.strings.split(sentences).row_lengths(), tf.int32)

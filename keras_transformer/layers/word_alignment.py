@@ -56,12 +56,8 @@ def alignment_ids(source_tokenizer, target_tokenizer) -> dict[str, list[int]]:
     """
 
     def pieces(tokenizer):
-        import tensorflow as tf
-
-        ids = tf.range(int(tokenizer.vocab_size))
-        special = {int(tokenizer.pad_id), int(tokenizer.unk_id), int(tokenizer.bos_id), int(tokenizer.eos_id)}
-        return [(i, p.decode("utf-8")) for i, p in enumerate(tokenizer.id_to_piece(ids).numpy())
-                if i not in special and p.decode("utf-8") not in SPECIAL_PIECES]
+        return [(i, piece) for i, piece in enumerate(tokenizer.pieces())
+                if i not in tokenizer.special_ids and piece not in SPECIAL_PIECES]
 
     starts = [i for i, piece in pieces(source_tokenizer) if piece.startswith(WORD_BOUNDARY)]
     slots = [i for i, piece in pieces(target_tokenizer)

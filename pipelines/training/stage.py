@@ -47,14 +47,14 @@ def train_on_corpus(
     model_config = config.model_config(sizes)
     target_pieces = None
     if isinstance(model_config, SpanParserConfig) or model_config.word_alignment:
-        target_pieces = pieces(target)
+        target_pieces = target.pieces()
         check_tree_symbols(corpus, target_pieces)
     if isinstance(model_config, SpanParserConfig):
         if not model_config.labels:
             # The span labels are the training trees' and the tags the target vocabulary's:
             # facts of the corpus, read here once and kept in the model's config.
             inventory = span_inventory((tree for _, tree in corpus.pairs("train")), target_pieces,
-                                       special_ids(target))
+                                       target.special_ids)
             config = dataclasses.replace(config, model={**config.model, **inventory})
         if not model_config.word_start_ids:
             starts = alignment_ids(source, target)["word_start_ids"]
@@ -89,12 +89,3 @@ def check_tree_symbols(corpus: Corpus, target_pieces: list[str]) -> None:
             f"{missing[:12]}; a parser cannot learn them (and would misplace the words after them). Train the "
             "target tokenizer as a `word` model with tokenizer.target.character_coverage: 1.0 (the default) "
             "and a vocab_size above the number of symbols")
-
-
-def pieces(tokenizer: SubwordTokenizer) -> list[str]:
-    """The tokenizer's pieces by id."""
-    return [piece.decode("utf-8") for piece in tokenizer.id_to_piece(tf.range(int(tokenizer.vocab_size))).numpy()]
-
-
-def special_ids(tokenizer: SubwordTokenizer) -> set[int]:
-    return {int(tokenizer.pad_id), int(tokenizer.unk_id), int(tokenizer.bos_id), int(tokenizer.eos_id)}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.tokenizer import SubwordTokenizer
+from keras_transformer.tokenizer import SubwordTokenizer, source_batch
 
 SENTENCES = ["Echtzeit-Strategiespiel über antike Kriegsführung",
              "Real-time strategy game of ancient warfare"]
@@ -18,6 +18,27 @@ def test_tokenize_is_ragged_int32_without_bos_eos(tokenizer):
         assert row and tokenizer.bos_id not in row and tokenizer.eos_id not in row
     single = tokenizer.tokenize(SENTENCES[0])
     assert single.shape.rank == 1 and single.numpy().tolist() == ids[0].numpy().tolist()
+
+
+def test_pieces_are_the_vocabulary_by_id(tokenizer):
+    pieces = tokenizer.pieces()
+    assert len(pieces) == tokenizer.vocab_size
+    ids = tokenizer.tokenize(SENTENCES[1]).numpy().tolist()
+    assert [pieces[i] for i in ids] == [p.decode() for p in tokenizer.id_to_piece(ids).numpy()]
+    assert tokenizer.piece_to_id(pieces[7]).numpy() == 7
+    assert tokenizer.special_ids == {tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id}
+    assert len(tokenizer.special_ids) == 4
+
+
+def test_source_batch_is_the_pieces_then_eos_padded_and_cut_to_the_limit(tokenizer):
+    ragged = tokenizer.tokenize(SENTENCES).to_list()
+    batch = source_batch(tokenizer, SENTENCES, eos_id=3, pad_id=0).numpy()
+    longest = max(len(ids) for ids in ragged) + 1
+    assert batch.dtype == np.int32 and batch.shape == (2, longest)
+    for row, ids in zip(batch, ragged):
+        assert row.tolist() == ids + [3] + [0] * (longest - len(ids) - 1)
+    cut = source_batch(tokenizer, tf.constant(SENTENCES), eos_id=3, pad_id=0, limit=4).numpy()
+    assert cut.tolist() == [ids[:3] + [3] for ids in ragged]
 
 
 def test_detokenize_strips_padding_bos_and_stops_at_first_eos(tokenizer):

@@ -64,15 +64,15 @@ def test_a_word_vocabulary_of_the_trees_spells_every_symbol(toy_treebank, tmp_pa
     from pipelines.corpus import Corpus
     from pipelines.tasks.parsing.data import TreebankConfig, prepare_treebank
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
-    from pipelines.training.stage import check_tree_symbols, pieces
+    from pipelines.training.stage import check_tree_symbols
 
     corpus = Corpus.load(prepare_treebank(TreebankConfig(path=str(toy_treebank), output_dir=str(tmp_path / "data"))))
     target = {"model_type": "word", "vocab_size": 400, "byte_fallback": False,
               **({} if coverage is None else {"character_coverage": coverage})}
     config = TokenizerConfig(vocab_size=600, shared=False, target=target)
     tokenizers = load_tokenizers(train_tokenizer(corpus, config, tmp_path / "tokenizer"))
-    missing = missing_symbols((tree for _, tree in corpus.pairs("train")), pieces(tokenizers.target))
+    missing = missing_symbols((tree for _, tree in corpus.pairs("train")), tokenizers.target.pieces())
     assert (missing == []) == complete, missing
     if not complete:
         with pytest.raises(ValueError, match=r"target vocabulary lacks .*character_coverage"):
-            check_tree_symbols(corpus, pieces(tokenizers.target))
+            check_tree_symbols(corpus, tokenizers.target.pieces())
