@@ -269,10 +269,13 @@ def main(argv=None) -> int:
     vocab = Vocab(train_trees)
     examples = {name: encode(trees, tokenizer, word_starts, vocab) for name, trees in
                 (("train", train_trees), ("dev", splits["dev"]), ("test", splits["test"]))}
+    if settings.get("char_dim"):
+        settings["source_pieces"] = pieces
     model = SpanParser(tokenizer.vocab_size, vocab.labels, vocab.tags, np.nonzero(word_starts)[0].tolist(),
                        pad_id=tokenizer.pad_id, **settings)
     model.build()
-    result = {"benchmark": "span parser probe", "wiring": args.wiring, "model": settings,
+    shown = {k: v for k, v in settings.items() if k != "source_pieces"}
+    result = {"benchmark": "span parser probe", "wiring": args.wiring, "model": shown,
               "parameters": model.count_params(), "labels": len(vocab.labels), "tags": len(vocab.tags),
               "words_per_batch": args.words_per_batch, "warmup": args.warmup, "lr_scale": args.lr_scale,
               "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads()},

@@ -192,6 +192,10 @@ class SpanParserConfig(_VocabularyChecks):
     ``word_pieces``: a word's state is its first piece's (``first``) or the mean of its pieces' (``mean``).
     ``piece_dropout``: in training, each piece becomes ``unk_id`` with this probability (word
     dropout, Stern et al. 2017), so that words unseen in training are parsed from their context.
+    ``char_dim`` (0: none): each word's spelling, read by a character CNN with embeddings of this
+    width, is added to its pieces' embeddings (Kitaev & Klein 2018, section 5.1); its characters
+    come from ``source_pieces``, the source vocabulary's pieces by id (read off the tokenizer by the
+    training stage, like ``word_start_ids``).
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -210,6 +214,8 @@ class SpanParserConfig(_VocabularyChecks):
     span_hidden: int = 256
     word_pieces: str = "first"
     piece_dropout: float = 0.0
+    char_dim: int = 0
+    source_pieces: tuple[str, ...] = ()
     bias: float = 0.0
     pad_id: int = 0
     unk_id: int = 1
@@ -236,7 +242,9 @@ class SpanParserConfig(_VocabularyChecks):
             fail("word_pieces", self.word_pieces, f"use one of {WORD_PIECES}")
         if not 0.0 <= self.piece_dropout < 1.0:
             fail("piece_dropout", self.piece_dropout, "must be in [0, 1)")
-        for name in ("labels", "tags"):
+        if not isinstance(self.char_dim, int) or isinstance(self.char_dim, bool) or self.char_dim < 0:
+            fail("char_dim", self.char_dim, "must be a non-negative integer (0: no character CNN)")
+        for name in ("labels", "tags", "source_pieces"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):
                 fail(name, value, "must be a list of names")

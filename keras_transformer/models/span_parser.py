@@ -8,7 +8,9 @@ state (with learned start and end sentinels), a small MLP scores it for every la
 constituent" (label 0), and a chart search (``pipelines.tasks.parsing.chart``) picks the best
 tree. Trained with cross-entropy on every span independently (the local model of Teng & Zhang
 2018), so a step costs one encoder pass and no decoding loop. POS tags come from a classifier
-over each word's state. A word's state is that of its first subword piece.
+over each word's state. A word's state is that of its first subword piece, or the mean of its
+pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
+``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings.
 
 Inputs: ``source_ids`` ``[batch, pieces]`` padded with ``pad_id``. Outputs: ``{"spans": [batch,
 n + 1, n + 1, num_labels], "tags": [batch, n, num_tags]}`` float32 logits, ``n`` the batch's
@@ -27,6 +29,7 @@ from keras import ops
 from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.positional_encoding import SinusoidalPositionalEncoding
+from keras_transformer.layers.word_characters import WordCharacters
 from keras_transformer.models.config import SpanParserConfig
 
 IGNORE = -1
@@ -69,6 +72,14 @@ class SpanParser(keras.Model):
         self.embedding = ScaledEmbedding(c.source_vocab_size, c.d_model, name="source_embedding")
         self.positions = SinusoidalPositionalEncoding(name="encoder_positions")
         self.embedding_dropout = keras.layers.Dropout(c.dropout)
+        self.characters = None
+        if c.char_dim:
+            if len(c.source_pieces) != c.source_vocab_size:
+                raise ValueError(f"SpanParser's `char_dim`={c.char_dim} reads words from their pieces' strings, but "
+                                 f"`source_pieces` holds {len(c.source_pieces)} pieces for a source vocabulary of "
+                                 f"{c.source_vocab_size}: the training stage reads them off the source tokenizer")
+            self.characters = WordCharacters(c.source_pieces, c.d_model, c.char_dim, name="word_characters",
+                                             special_ids=(c.pad_id, c.unk_id, c.bos_id, c.eos_id))
         self.encoder_layers = [
             TransformerEncoderLayer(num_heads=c.num_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
                                     name=f"encoder_layer_{i}")
@@ -109,6 +120,8 @@ class SpanParser(keras.Model):
             return
         hidden = (None, None, self.d_model)
         self.embedding.build(None)
+        if self.characters is not None:
+            self.characters.build()
         self.positions.build(hidden)
         for layer in self.encoder_layers:
             layer.build(hidden)
@@ -130,29 +143,48 @@ class SpanParser(keras.Model):
     def build_from_config(self, config):
         self.build()
 
-    def encode(self, source_ids, training=None):
-        """Section 3.1's encoder stack over the pieces: ``[batch, pieces, d_model]``."""
+    def encode(self, source_ids, training=None, read_ids=None):
+        """Section 3.1's encoder stack over the pieces: ``[batch, pieces, d_model]``.
+
+        ``read_ids`` (default ``source_ids``) are the ids the encoder reads, where piece dropout
+        has hidden some; the words are always those of ``source_ids``.
+        """
+        read_ids = source_ids if read_ids is None else read_ids
         mask = ops.not_equal(source_ids, self.pad_id)
-        x = self.embedding(source_ids)
+        x = self.embedding(read_ids)
+        if self.characters is not None:
+            word_of_piece, in_word, lengths = self.word_index(source_ids)
+            spelled = self.characters(read_ids, word_of_piece, in_word, lengths)       # [batch, n, d_model]
+            piece_in = ops.logical_and(ops.equal(word_of_piece[:, :, None],
+                                                 ops.arange(ops.max(lengths), dtype="int32")[None, None, :]),
+                                       in_word[:, :, None])
+            x = x + ops.matmul(ops.cast(piece_in, x.dtype), ops.cast(spelled, x.dtype))
         x = self.embedding_dropout(x + self.positions(x), training=training)
         for layer in self.encoder_layers:
             x = layer(x, padding_mask=mask, training=training)
         return x if self.encoder_norm is None else self.encoder_norm(x)
+
+    def word_index(self, source_ids):
+        """``(word_of_piece, in_word, lengths)``: the word each piece belongs to (``[batch, pieces]``,
+        counted from its sentence's first word-start piece), whether it belongs to one (EOS and
+        padding do not) and each sentence's number of words (``[batch]``)."""
+        source_ids = ops.cast(source_ids, "int32")
+        starts = ops.take(ops.convert_to_tensor(self._word_start_table), source_ids)
+        word_of_piece = ops.cumsum(starts, axis=1) - 1
+        in_word = ops.logical_and(ops.logical_and(ops.not_equal(source_ids, self.pad_id),
+                                                  ops.not_equal(source_ids, self.config.eos_id)),
+                                  word_of_piece >= 0)
+        return word_of_piece, in_word, ops.sum(starts, axis=1)
 
     def word_states(self, source_ids, encoder_outputs):
         """``([batch, n, d_model], lengths)``: each word's state, zero past its sentence: its first
         piece's (``word_pieces="first"``) or the mean of its pieces' (``"mean"``; EOS and padding
         belong to no word)."""
         source_ids = ops.cast(source_ids, "int32")
-        starts = ops.take(ops.convert_to_tensor(self._word_start_table), source_ids)
-        lengths = ops.sum(starts, axis=1)
+        word_of_piece, member, lengths = self.word_index(source_ids)
         n = ops.max(lengths)
-        word_of_piece = ops.cumsum(starts, axis=1) - 1
         if self.config.word_pieces == "first":
-            member = ops.cast(starts, "bool")
-        else:
-            member = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
-                                     ops.not_equal(source_ids, self.config.eos_id))
+            member = ops.cast(ops.take(ops.convert_to_tensor(self._word_start_table), source_ids), "bool")
         select = ops.logical_and(ops.equal(word_of_piece[:, None, :], ops.arange(n, dtype="int32")[None, :, None]),
                                  member[:, None, :])
         select = ops.cast(select, encoder_outputs.dtype)
@@ -169,7 +201,7 @@ class SpanParser(keras.Model):
             real = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
                                    ops.not_equal(source_ids, self.config.eos_id))
             pieces = ops.where(ops.logical_and(drop, real), self.config.unk_id, source_ids)
-        words, lengths = self.word_states(source_ids, self.encode(pieces, training=training))
+        words, lengths = self.word_states(source_ids, self.encode(source_ids, training=training, read_ids=pieces))
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).

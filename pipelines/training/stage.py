@@ -59,6 +59,9 @@ def train_on_corpus(
         if not model_config.word_start_ids:
             starts = alignment_ids(source, target)["word_start_ids"]
             config = dataclasses.replace(config, model={**config.model, "word_start_ids": starts})
+        if model_config.char_dim and not model_config.source_pieces:
+            # The character CNN spells words from the pieces' strings: the vocabulary's fact too.
+            config = dataclasses.replace(config, model={**config.model, "source_pieces": source.pieces()})
         model_config = config.model_config(sizes)
     elif model_config.word_alignment and not model_config.word_start_ids:
         # Which pieces begin a word and which symbols stand for one are the vocabularies' facts.

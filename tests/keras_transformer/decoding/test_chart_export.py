@@ -140,3 +140,18 @@ def test_the_saved_model_serves_with_tensorflow_alone(exported):
     signature = tf.saved_model.load(str(exported)).signatures[SIGNATURE_KEY]
     out = signature(sentences=tf.constant(sentences))
     assert sorted(out) == ["spans", "tags", "words"] and out["spans"].shape == (4, n + 1, n + 1, len(LABELS))
+
+
+def test_a_parser_that_spells_its_words_exports_the_same_trees(tokenizer, tmp_path):
+    """The character CNN (``char_dim``) rebuilds words from piece strings inside the graph: the
+    SavedModel must hold that table and scatter, and parse exactly as the Keras model does."""
+    pieces = tokenizer.pieces()
+    starts = [i for i, piece in enumerate(pieces) if piece.startswith("\u2581")]
+    model = SpanParser(tokenizer.vocab_size, LABELS, TAGS, starts, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                       span_hidden=16, dropout=0.0, bias=BIAS, pad_id=tokenizer.pad_id, char_dim=4,
+                       source_pieces=pieces)
+    model.build()
+    expected = ChartParser(model, tokenizer).translate(SENTENCES)
+    assert sum(depth(tree) >= 2 for tree in expected) >= 5, expected
+    parser = ExportedChartParser(export_chart_parser(model, tokenizer, tmp_path / "spelling"))
+    assert parser.translate(SENTENCES, batch_size=5) == expected

@@ -140,3 +140,35 @@ def test_piece_dropout_hides_pieces_in_training_only_and_keeps_the_words():
     assert any(not np.allclose(out["spans"], plain["spans"], atol=1e-4) for out in trained)
     with pytest.raises(ValueError, match="piece_dropout"):
         _model(piece_dropout=1.0)
+
+
+def test_a_span_parser_can_spell_its_words():
+    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [("\u2581" if i % 2 == 0 else "") + "abcdefghij"[i % 10] * (1 + i % 3)
+                                                  for i in range(4, VOCAB)]
+    model = _model(char_dim=4, source_pieces=pieces)
+    plain = _model()
+    source = np.array([[2, 4, 5, 6, 3, 0]], np.int32)
+    assert model.characters is not None and plain.characters is None
+    assert model.count_params() > plain.count_params()
+    alone = model(np.array([[8, 10, 11]], np.int32))
+    padded = model(np.array([[8, 10, 11, 0, 0, 0], [2, 4, 5, 7, 12, 3]], np.int32))
+    np.testing.assert_allclose(padded["spans"][0, :3, :3], alone["spans"][0], atol=1e-5)
+    # The spelling reaches the scores: silencing the character CNN's output changes them.
+    spelled = np.asarray(model(source)["tags"])
+    projection = model.characters.projection
+    projection.set_weights([np.zeros_like(w) for w in projection.get_weights()])
+    assert spelled.shape == (1, 3, 3) and not np.allclose(model(source)["tags"], spelled, atol=1e-4)
+    with pytest.raises(ValueError, match="source_pieces"):
+        _model(char_dim=4)
+    with pytest.raises(ValueError, match="char_dim"):
+        _model(char_dim=-1, source_pieces=pieces)
+
+
+def test_a_spelling_span_parser_round_trips_through_a_keras_file(tmp_path):
+    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i % 2 == 0 else f"x{i}" for i in range(4, VOCAB)]
+    model = _model(char_dim=4, source_pieces=pieces, word_pieces="mean")
+    source = np.array([[2, 3, 4, 6, 7, 3]], np.int32)
+    model.save(tmp_path / "spelling.keras")
+    loaded = keras.saving.load_model(tmp_path / "spelling.keras")
+    assert loaded.get_config() == model.get_config() and list(loaded.config.source_pieces) == pieces
+    np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
