@@ -3,7 +3,8 @@
 The flow scores the evaluated model on the test files; users get its export (``parse --model``, the
 pyfunc, the served champion). This report re-parses every scored sentence through the export and
 counts the trees that differ from the scored ones (0 is the only good answer), times it, and puts
-beside them the run's F1, tagging, exact match, baselines, updates, minutes and calibration::
+beside them the run's F1, tagging (also by the words' training frequency), exact match, baselines,
+updates, minutes and calibration::
 
     .venv/bin/python benchmarks/parsing_run_report.py --run runs/parsing-sample/latest --output result.json
 """
@@ -38,6 +39,34 @@ def export_check(run: Path) -> dict:
     differ = sum(a != b for a, b in zip(trees, scored))
     return {"sentences": len(sentences), "trees_differing_from_scored": differ, "seconds": round(seconds, 2),
             "sentences_per_second": round(len(sentences) / seconds, 1), "kind": parser.settings.get("kind")}
+
+
+def tagging_by_frequency(run: Path) -> dict:
+    """Test tagging accuracy by how often a word occurs in the training files (0: unseen, 1-2, 3+):
+    where the tagger's errors are, unknown words (spelling) or ambiguous known ones (context).
+    Counted as EVALB counts tagging: punctuation and empty elements left out."""
+    from collections import Counter
+
+    from pipelines.tasks.parsing.evalb import DELETE_LABELS
+    from pipelines.tasks.parsing.tree import parse_tree
+
+    train = next(run.parent.parent.glob("data/*/train.en"))
+    seen = Counter(word for line in train.read_text("utf-8").splitlines() for word in line.split())
+    counts = {"unseen": [0, 0], "seen 1-2": [0, 0], "seen 3+": [0, 0]}
+    evaluation = run / "evaluation"
+    for predicted, gold in zip(evaluation.joinpath("predicted.trees").read_text("utf-8").splitlines(),
+                               evaluation.joinpath("gold.trees").read_text("utf-8").splitlines()):
+        predicted, gold = parse_tree(predicted), parse_tree(gold)
+        if predicted.words() != gold.words():
+            continue
+        for word, tag, right in zip(gold.words(), predicted.tags(), gold.tags()):
+            if right in DELETE_LABELS:
+                continue
+            group = counts["unseen" if not seen[word] else "seen 1-2" if seen[word] <= 2 else "seen 3+"]
+            group[0] += tag == right
+            group[1] += 1
+    return {name: {"words": n, "tagging_accuracy": round(100 * right / max(n, 1), 1)}
+            for name, (right, n) in counts.items()}
 
 
 def logged_stages(run: Path, names) -> dict:
@@ -76,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                  ("fmeasure", "recall", "precision", "complete_match", "tagging_accuracy", "sentences")},
         "valid_before_repair": scores.get("valid_before_repair"),
         "repaired": scores.get("repaired"),
+        "test_tagging_by_training_frequency": tagging_by_frequency(run),
         "baselines": {name: value["all"]["fmeasure"] for name, value in scores["baselines"].items()},
         "decoding": scores["evaluation"]["decoding"],
         "stages": logged_stages(run, ("training", "averaging", "calibration")),

@@ -194,3 +194,7 @@ def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_
                                 "kind": "chart_parser"}
     assert report["stages"]["calibration"]["calibration"] == result.model.calibration
     assert report["final_step"] == 9 and report["test"]["sentences"] == SCORED
+    by_frequency = report["test_tagging_by_training_frequency"]
+    assert sorted(by_frequency) == ["seen 1-2", "seen 3+", "unseen"]
+    # Every scored word is counted once (the toy test trees are all parsed over their own words).
+    assert sum(group["words"] for group in by_frequency.values()) == report["test"]["words"]
