@@ -68,11 +68,16 @@ class WordCharacters(keras.layers.Layer):
         self.convolution = keras.layers.Conv1D(4 * char_dim, kernel_size, padding="same", activation="relu",
                                                name="char_convolution")
         self.projection = keras.layers.Dense(units, name="char_projection")
+        # At initialisation the projection's output is ~40x smaller than the unit-scale piece
+        # embeddings it is added to (section 3.4's scaling); normalised, the spelling counts from
+        # the first update.
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="char_norm")
 
     def build(self, input_shape=None):
         self.embedding.build((None, None))
         self.convolution.build((None, None, self.char_dim))
         self.projection.build((None, None, 4 * self.char_dim))
+        self.norm.build((None, None, self.units))
         self.built = True
 
     def spell(self, piece_ids, word_of_piece, member, lengths):
@@ -117,7 +122,7 @@ class WordCharacters(keras.layers.Layer):
         embedded = self.embedding(flat)
         features = self.convolution(ops.where(present, embedded, ops.zeros_like(embedded)))
         pooled = ops.max(ops.where(present, features, ops.zeros_like(features)), axis=1)  # ReLU: >= 0
-        return ops.reshape(self.projection(pooled), (batch, n, self.units))
+        return ops.reshape(self.norm(self.projection(pooled)), (batch, n, self.units))
 
     def get_config(self):
         config = super().get_config()
