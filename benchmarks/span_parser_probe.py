@@ -39,15 +39,17 @@ WIRING_F1 = 95.0
 
 
 class Vocab:
-    """Label and tag ids read off the training trees (id 0 of the labels: no constituent)."""
+    """Label and tag ids read off the training trees (id 0 of the labels: no constituent), and
+    the training words (to score the tagging of words never seen apart)."""
 
     def __init__(self, trees):
         from pipelines.tasks.parsing.chart import EMPTY, span_labels
 
-        labels, tags = set(), set()
+        labels, tags, self.words = set(), set(), set()
         for tree in trees:
             labels |= set(span_labels(tree).values())
             tags |= set(tree.tags())
+            self.words |= set(tree.words())
         self.labels = [EMPTY, *sorted(labels)]
         self.tags = sorted(tags)
         self.label_id = {label: i for i, label in enumerate(self.labels)}
@@ -126,10 +128,13 @@ def score(trees, outputs, vocab: Vocab, bias: float, model_seconds: float = 0.0)
     scores = score_trees(trees, predicted)
     words = sum(len(t.words()) for t in trees)
     correct = sum(p == g for tree, pred in zip(trees, predicted) for p, g in zip(pred.tags(), tree.tags()))
+    unseen = [p == g for tree, pred in zip(trees, predicted)
+              for w, p, g in zip(tree.words(), pred.tags(), tree.tags()) if w not in vocab.words]
     summary = scores["all"]
     return {"bias": bias, "sentences": len(trees), "f1": summary["fmeasure"], "recall": summary["recall"],
             "precision": summary["precision"], "exact_match": summary["complete_match"],
             "tagging_accuracy": 100.0 * correct / words, "evalb_scored": summary["valid_sentences"],
+            "unseen_words": len(unseen), "unseen_tagging_accuracy": 100.0 * sum(unseen) / max(len(unseen), 1),
             "len<=40_f1": scores["len<=40"]["fmeasure"], "parse_seconds": round(seconds, 1),
             "sentences_per_second": round(len(trees) / seconds, 2)}
 
