@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": str(run),
         "note": args.note,
         "test": {key: scores["all"].get(key) for key in
-                 ("fmeasure", "recall", "precision", "complete_match", "tagging_accuracy", "sentences")},
+                 ("fmeasure", "recall", "precision", "complete_match", "tagging_accuracy", "sentences", "words")},
         "valid_before_repair": scores.get("valid_before_repair"),
         "repaired": scores.get("repaired"),
         "test_tagging_by_training_frequency": tagging_by_frequency(run),
