@@ -77,7 +77,8 @@ class SpanParser(keras.Model):
             if len(c.source_pieces) != c.source_vocab_size:
                 raise ValueError(f"SpanParser's `char_dim`={c.char_dim} reads words from their pieces' strings, but "
                                  f"`source_pieces` holds {len(c.source_pieces)} pieces for a source vocabulary of "
-                                 f"{c.source_vocab_size}: the training stage reads them off the source tokenizer")
+                                 f"{c.source_vocab_size}: the training stage reads them off the source tokenizer "
+                                 f"(in a notebook, pass source_pieces=tokenizer.pieces(), or char_dim=0)")
             self.characters = WordCharacters(c.source_pieces, c.d_model, c.char_dim, name="word_characters",
                                              special_ids=(c.pad_id, c.unk_id, c.bos_id, c.eos_id))
         self.encoder_layers = [

@@ -90,9 +90,14 @@ def test_bad_settings_name_themselves(setting, value, message):
 
 
 def test_the_preset_builds_a_ready_span_parser():
+    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i in WORD_STARTS else f"x{i}"
+                                                  for i in range(4, VOCAB)]
+    with pytest.raises(ValueError, match=r"pass source_pieces=tokenizer.pieces\(\)"):
+        SpanParser.from_preset("span-parser-cpu", source_vocab_size=VOCAB, labels=LABELS, tags=TAGS,
+                               word_start_ids=WORD_STARTS)
     model = SpanParser.from_preset("span-parser-cpu", source_vocab_size=VOCAB, labels=LABELS, tags=TAGS,
-                                   word_start_ids=WORD_STARTS, num_layers=1)
-    assert model.built and model.config.dropout == 0.3 and model.num_layers == 1
+                                   word_start_ids=WORD_STARTS, source_pieces=pieces, num_layers=1)
+    assert model.built and model.config.dropout == 0.3 and model.num_layers == 1 and model.characters is not None
     assert model.count_params() > 0 and model(np.array([[2, 4, 5]], np.int32))["spans"].shape == (1, 3, 3, 4)
     with pytest.raises(ValueError, match="builds a transformer, not a span parser"):
         SpanParser.from_preset("parser-cpu", source_vocab_size=VOCAB)

@@ -18,8 +18,13 @@ from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAG
 from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, source_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 
+# The preset spells words (char_dim): the pieces' strings are what the training stage would read
+# off the source tokenizer.
+SOURCE_PIECES = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i in WORD_STARTS else f"x{i}"
+                                                     for i in range(4, SOURCE_VOCAB)]
 SPAN = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "span_hidden": 16, "dropout": 0.0,
-        "labels": CHAINS, "tags": TAGS, "word_start_ids": WORD_STARTS}
+        "piece_dropout": 0.0, "char_dim": 4, "labels": CHAINS, "tags": TAGS, "word_start_ids": WORD_STARTS,
+        "source_pieces": SOURCE_PIECES}
 
 
 def _batches():
