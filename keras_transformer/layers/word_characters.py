@@ -18,11 +18,12 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.layers.word_alignment import WORD_BOUNDARY
+
 #: Marks around every word's characters; 0 is padding.
 PAD, BEGIN, END = 0, 1, 2
 #: A word longer than this (with its two marks) is read from its first characters only.
 MAX_WORD_CHARS = 32
-WORD_BOUNDARY = "\u2581"
 
 
 def character_table(pieces: Sequence[str], special_ids: Collection[int] = ()) -> tuple[np.ndarray, np.ndarray, int]:
