@@ -43,6 +43,13 @@ def character_table(pieces: Sequence[str], special_ids: Collection[int] = ()) ->
     return chars, np.array([len(t) for t in texts], np.int32), END + 1 + len(alphabet)
 
 
+def word_membership(word_of_piece, member, num_words):
+    """``[batch, num_words, pieces]`` bool: piece ``p`` belongs to word ``w`` (``member`` marks the
+    pieces that belong to any word; ``word_of_piece`` says which)."""
+    words = ops.arange(num_words, dtype="int32")[None, :, None]
+    return ops.logical_and(ops.equal(word_of_piece[:, None, :], words), member[:, None, :])
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class WordCharacters(keras.layers.Layer):
     """``[batch, words, units]``: each word's spelling, read from the pieces it is made of.
@@ -88,8 +95,7 @@ class WordCharacters(keras.layers.Layer):
         n = ops.max(lengths)
         chars = ops.take(ops.convert_to_tensor(self._chars), piece_ids, axis=0)               # [b, S, P]
         piece_lengths = ops.take(ops.convert_to_tensor(self._lengths), piece_ids) * ops.cast(member, "int32")
-        in_word = ops.logical_and(ops.equal(word_of_piece[:, None, :], ops.arange(n, dtype="int32")[None, :, None]),
-                                  member[:, None, :])                                          # [b, n, S]
+        in_word = word_membership(word_of_piece, member, n)                                   # [b, n, S]
         word_lengths = ops.sum(ops.cast(in_word, "int32") * piece_lengths[:, None, :], axis=2)  # [b, n]
         # A piece's first character sits after its word's earlier pieces' characters: the running
         # count over the sentence minus the count before its word.

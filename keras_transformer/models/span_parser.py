@@ -29,7 +29,7 @@ from keras import ops
 from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.positional_encoding import SinusoidalPositionalEncoding
-from keras_transformer.layers.word_characters import WordCharacters
+from keras_transformer.layers.word_characters import WordCharacters, word_membership
 from keras_transformer.models.config import SpanParserConfig
 
 IGNORE = -1
@@ -156,10 +156,8 @@ class SpanParser(keras.Model):
         if self.characters is not None:
             word_of_piece, in_word, lengths = self.word_index(source_ids)
             spelled = self.characters(read_ids, word_of_piece, in_word, lengths)       # [batch, n, d_model]
-            piece_in = ops.logical_and(ops.equal(word_of_piece[:, :, None],
-                                                 ops.arange(ops.max(lengths), dtype="int32")[None, None, :]),
-                                       in_word[:, :, None])
-            x = x + ops.matmul(ops.cast(piece_in, x.dtype), ops.cast(spelled, x.dtype))
+            in_word = ops.cast(word_membership(word_of_piece, in_word, ops.max(lengths)), x.dtype)  # [b, n, S]
+            x = x + ops.matmul(ops.transpose(in_word, (0, 2, 1)), ops.cast(spelled, x.dtype))
         x = self.embedding_dropout(x + self.positions(x), training=training)
         for layer in self.encoder_layers:
             x = layer(x, padding_mask=mask, training=training)
@@ -186,9 +184,7 @@ class SpanParser(keras.Model):
         n = ops.max(lengths)
         if self.config.word_pieces == "first":
             member = ops.cast(ops.take(ops.convert_to_tensor(self._word_start_table), source_ids), "bool")
-        select = ops.logical_and(ops.equal(word_of_piece[:, None, :], ops.arange(n, dtype="int32")[None, :, None]),
-                                 member[:, None, :])
-        select = ops.cast(select, encoder_outputs.dtype)
+        select = ops.cast(word_membership(word_of_piece, member, n), encoder_outputs.dtype)
         if self.config.word_pieces == "mean":
             select = select / ops.maximum(ops.sum(select, axis=2, keepdims=True), 1.0)
         return ops.matmul(select, encoder_outputs), lengths
