@@ -5,7 +5,10 @@ training batch contained a set of sentence pairs containing approximately 25000 
 25000 target tokens." :func:`make_dataset` groups examples into buckets by length (as
 ``tensor2tensor`` does) and gives each bucket the batch size ``tokens_per_batch // L``, ``L``
 being the longest length the bucket admits, so that every batch satisfies
-``batch_size * padded_length <= tokens_per_batch`` on the source and on the target side.
+``batch_size * padded_length <= tokens_per_batch`` on the source and on the target side. A
+pair's length is the longer of its two sides (``bucket_by: longer``, for translation, where both
+sides cost); a model that only reads the source (the span parser, whose target only labels the
+chart) buckets by the source alone (``bucket_by: source``), which keeps its source padding low.
 
 Each element is ``((source_ids, target_input_ids), target_output_ids)``, int32, padded with the
 pad id 0::
@@ -47,6 +50,8 @@ if TYPE_CHECKING:  # imported where used: reading the settings must not import i
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT_VERSION = 1
+#: The lengths ``InputConfig.bucket_by`` can bucket by.
+BUCKET_BY = ("longer", "source")
 
 
 @dataclasses.dataclass
@@ -59,6 +64,8 @@ class InputConfig:
     to ``max_length``); when unset they grow geometrically from ``min_bucket_length`` by
     ``bucket_step`` like tensor2tensor's. ``cache_dir`` defaults to ``<corpus>/cache``.
     ``repeat`` repeats a training dataset indefinitely (otherwise the caller repeats).
+    ``bucket_by`` is the length examples are bucketed (and batches sized) by: ``longer`` (the
+    longer side) or ``source`` (a model whose cost is the source's).
     """
 
     tokens_per_batch: int = 4096
@@ -66,6 +73,7 @@ class InputConfig:
     bucket_boundaries: list[int] | None = None
     min_bucket_length: int = 8
     bucket_step: float = 1.1
+    bucket_by: str = "longer"
     shuffle_buffer: int = 10000
     seed: int = 0
     cache_dir: str | None = None
@@ -89,6 +97,8 @@ class InputConfig:
                                  f"({self.max_length}), got {b}")
         if self.bucket_step <= 1.0:
             raise ValueError(f"bucket_step must be > 1, got {self.bucket_step}")
+        if self.bucket_by not in BUCKET_BY:
+            raise ValueError(f"bucket_by must be one of {', '.join(BUCKET_BY)}, got {self.bucket_by!r}")
 
     def boundaries(self) -> list[int]:
         """The bucket boundaries in use (explicit, or the geometric default)."""
@@ -224,9 +234,14 @@ def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inp
 
     pad = _pad_value(tokenizers)
     dataset = _token_dataset(corpus, split, tokenizers, config, training)
+
+    def length(inputs, target_out):
+        if config.bucket_by == "source":
+            return tf.shape(inputs[0])[0]
+        return tf.maximum(tf.shape(inputs[0])[0], tf.shape(target_out)[0])
+
     dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda inputs, target_out: tf.maximum(
-            tf.shape(inputs[0])[0], tf.shape(target_out)[0]),
+        element_length_func=length,
         bucket_boundaries=config.boundaries(),
         bucket_batch_sizes=config.bucket_batch_sizes(),
         padding_values=((pad, pad), pad),

@@ -151,3 +151,30 @@ def test_bucket_settings():
         from_dict(InputConfig, {"max_length": 64, "bucket_boundaries": [32, 128]})
     with pytest.raises(ConfigError, match="tokens_per_batch"):
         from_dict(InputConfig, {"tokens_per_batch": 100, "max_length": 256})
+    with pytest.raises(ConfigError, match="bucket_by must be one of longer, source, got 'target'"):
+        from_dict(InputConfig, {"bucket_by": "target"})
+
+
+def test_bucketing_by_source_sizes_batches_by_the_source(ddtp_corpus, tokenizer, config):
+    """``bucket_by: source`` (a model that reads only the source): each batch's sources fall in one
+    bucket and fill the budget, the same examples come back, and the source is padded less."""
+    by_source = InputConfig(**{**config.__dict__, "bucket_by": "source"})
+    bounds = [0, *by_source.boundaries(), by_source.max_length + 1]
+    sizes = by_source.bucket_batch_sizes()
+    pairs = {}
+    for name, cfg in (("longer", config), ("source", by_source)):
+        seen = Counter()
+        for (source, _), target_out in make_dataset(ddtp_corpus, "validation", tokenizer, cfg,
+                                                     training=False).as_numpy_iterator():
+            lengths = _lengths(source)
+            if name == "source":
+                bucket = np.searchsorted(bounds, lengths, side="right") - 1
+                assert len(set(bucket)) == 1 and source.shape[0] <= sizes[bucket[0]]
+                assert source.shape[0] * source.shape[1] <= cfg.tokens_per_batch
+            seen.update((tuple(s[s != 0]), tuple(t[t != 0])) for s, t in zip(source, target_out))
+        pairs[name] = seen
+    assert pairs["longer"] == pairs["source"]
+    padding = {name: padding_fraction(make_dataset(ddtp_corpus, "validation", tokenizer, cfg, training=False))
+               for name, cfg in (("longer", config), ("source", by_source))}
+    assert padding["source"]["source"] < padding["longer"]["source"]
+    assert padding["source"]["tokens"] == padding["longer"]["tokens"]
