@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 source = SubwordTokenizer(str(tokenizers / "spm_en.model"))
                 by_bias = bias_f1(ChartParser(model, source, bias=0.0), pairs)
                 bias = max(by_bias, key=lambda b: (by_bias[b], -b))
-                result = {"f1": by_bias[bias], "bias": bias, "f1_by_bias": by_bias}
+                result = {"f1": by_bias[bias], "bias": bias, "f1_by_bias": by_bias, "sentences": len(pairs)}
             else:
                 translator = load_translator(averaged.keras_model, tokenizers / "spm_en.model",
                                              tokenizers / "spm_tree.model")

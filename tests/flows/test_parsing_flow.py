@@ -165,9 +165,11 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, sourc
                                             "he", "said", "."]
 
 
-def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(parsed_seq2seq, tmp_path):
-    """``benchmarks/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window."""
-    _, result = parsed_seq2seq
+@pytest.mark.parametrize("run", ["parsed_seq2seq", "parsed"])
+def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(run, request, tmp_path):
+    """``benchmarks/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window (a span
+    parser's at its best constituent bias)."""
+    _, result = request.getfixturevalue(run)
     output = tmp_path / "windows.json"
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result.run_path,
@@ -180,6 +182,9 @@ def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(
     assert report["results"][1]["checkpoints"] == ["ckpt-6", "ckpt-9"]
     assert all(r["sentences"] == 4 and 0 <= r["f1"] <= 100 for r in report["results"])
     assert report["best_window"] in (1, 2)
+    if run == "parsed":
+        assert all(r["f1"] == max(r["f1_by_bias"].values()) and str(r["bias"]) in r["f1_by_bias"]
+                   for r in report["results"])
 
 
 def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_path):
