@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
 
 
-def run_json(*argv, cwd=REPO, timeout=600):
-    done = subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, env=ENV, capture_output=True,
+def run_json(*argv, cwd=REPO, timeout=600, env: dict[str, str] | None = None):
+    done = subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, env={**ENV, **(env or {})}, capture_output=True,
                           text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     # The JSON is the last thing printed; a library may have printed lines before it.
@@ -82,7 +82,9 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(search))
-    records = run_json(REPO / "benchmarks" / "recipe_search.py", path, "--minutes", 0.3, "--out", tmp_path / "out")
+    # Its flows get a Prefect home of their own, not the user's ~/.prefect.
+    records = run_json(REPO / "benchmarks" / "recipe_search.py", path, "--minutes", 0.3, "--out", tmp_path / "out",
+                       env={"PREFECT_HOME": str(tmp_path / "prefect-home")})
     (record,) = records
     assert record["name"] == "tiny" and record["steps"] > 0
     # The budget (long enough for the averaging window's 3 checkpoints after ~5 s of tracing).
