@@ -8,7 +8,8 @@ being the longest length the bucket admits, so that every batch satisfies
 ``batch_size * padded_length <= tokens_per_batch`` on the source and on the target side. A
 pair's length is the longer of its two sides (``bucket_by: longer``, for translation, where both
 sides cost); a model that only reads the source (the span parser, whose target only labels the
-chart) buckets by the source alone (``bucket_by: source``), which keeps its source padding low.
+chart) can bucket by the source alone (``bucket_by: source``), which keeps its source padding low
+(the sample's: 3% against 29%; it bought the span parser no speed, so its configs keep ``longer``).
 
 Each element is ``((source_ids, target_input_ids), target_output_ids)``, int32, padded with the
 pad id 0::
