@@ -10,7 +10,9 @@ tree. Trained with cross-entropy on every span independently (the local model of
 2018), so a step costs one encoder pass and no decoding loop. POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
-``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings.
+``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings,
+and with ``tag_spelling`` the tagger reads it beside the word's state (a word never seen in training
+is tagged from its shape as directly as from its context).
 
 Inputs: ``source_ids`` ``[batch, pieces]`` padded with ``pad_id``. Outputs: ``{"spans": [batch,
 n + 1, n + 1, num_labels], "tags": [batch, n, num_tags]}`` float32 logits, ``n`` the batch's
@@ -134,8 +136,9 @@ class SpanParser(keras.Model):
         self.backward_projection.build((None, None, self._half))
         self.span_norm.build((None, None, None, self.span_hidden))
         self.span_output.build((None, None, None, self.span_hidden))
-        self.tag_norm.build(hidden)
-        self.tag_output.build(hidden)
+        tagged = (None, None, 2 * self.d_model) if self.config.tag_spelling else hidden
+        self.tag_norm.build(tagged)
+        self.tag_output.build(tagged)
         self.built = True
 
     def get_build_config(self):
@@ -144,18 +147,28 @@ class SpanParser(keras.Model):
     def build_from_config(self, config):
         self.build()
 
-    def encode(self, source_ids, training=None, read_ids=None):
+    def spelling(self, source_ids, read_ids=None):
+        """Each word's spelling, ``[batch, n, d_model]`` (None without ``char_dim``), read from the
+        pieces of ``read_ids`` (default ``source_ids``) that piece dropout left."""
+        if self.characters is None:
+            return None
+        read_ids = source_ids if read_ids is None else read_ids
+        word_of_piece, in_word, lengths = self.word_index(source_ids)
+        return self.characters(read_ids, word_of_piece, in_word, lengths)
+
+    def encode(self, source_ids, training=None, read_ids=None, spelled=None):
         """Section 3.1's encoder stack over the pieces: ``[batch, pieces, d_model]``.
 
         ``read_ids`` (default ``source_ids``) are the ids the encoder reads, where piece dropout
-        has hidden some; the words are always those of ``source_ids``.
+        has hidden some; the words are always those of ``source_ids``. ``spelled`` is
+        :meth:`spelling`'s output, computed here when not given.
         """
         read_ids = source_ids if read_ids is None else read_ids
         mask = ops.not_equal(source_ids, self.pad_id)
         x = self.embedding(read_ids)
         if self.characters is not None:
+            spelled = self.spelling(source_ids, read_ids) if spelled is None else spelled   # [batch, n, d_model]
             word_of_piece, in_word, lengths = self.word_index(source_ids)
-            spelled = self.characters(read_ids, word_of_piece, in_word, lengths)       # [batch, n, d_model]
             in_word = ops.cast(word_membership(word_of_piece, in_word, ops.max(lengths)), x.dtype)  # [b, n, S]
             x = x + ops.matmul(ops.transpose(in_word, (0, 2, 1)), ops.cast(spelled, x.dtype))
         x = self.embedding_dropout(x + self.positions(x), training=training)
@@ -198,7 +211,9 @@ class SpanParser(keras.Model):
             real = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
                                    ops.not_equal(source_ids, self.config.eos_id))
             pieces = ops.where(ops.logical_and(drop, real), self.config.unk_id, source_ids)
-        words, lengths = self.word_states(source_ids, self.encode(source_ids, training=training, read_ids=pieces))
+        spelled = self.spelling(source_ids, source_ids if self.config.spell_dropped else pieces)
+        encoded = self.encode(source_ids, training=training, read_ids=pieces, spelled=spelled)
+        words, lengths = self.word_states(source_ids, encoded)
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).
@@ -211,7 +226,8 @@ class SpanParser(keras.Model):
         # [batch, i, j, h]: f_j - f_i + b_i+1 - b_j+1
         spans = (forward[:, None, :, :] - forward[:, :, None, :]) + (backward[:, :, None, :] - backward[:, None, :, :])
         spans = self.span_output(ops.relu(self.span_norm(spans)))
-        tags = self.tag_output(self.tag_norm(words))
+        tagged = ops.concatenate([words, ops.cast(spelled, words.dtype)], axis=-1) if self.config.tag_spelling else words
+        tags = self.tag_output(self.tag_norm(tagged))
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
 
     def compile(self, optimizer="auto", **kwargs):
