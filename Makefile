@@ -33,8 +33,10 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) -m flows.translation --config $(CONFIG)
 
+# One pytest worker per core (pytest-xdist), each test file on one worker: the files' session
+# fixtures (a trained model, a tokenizer, a Prefect server) are built once per worker, not per test.
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 benchmark: install
 	@for script in benchmarks/bench_*.py; do $(PY) $$script; done

@@ -195,8 +195,7 @@ class SpanParserConfig(_VocabularyChecks):
     ``char_dim`` (0: none): each word's spelling, read by a character CNN with embeddings of this
     width, is added to its pieces' embeddings (Kitaev & Klein 2018, section 5.1); its characters
     come from ``source_pieces``, the source vocabulary's pieces by id (read off the tokenizer by the
-    training stage, like ``word_start_ids``). ``tag_spelling`` (needs ``char_dim``): the tagger reads
-    each word's spelling beside its encoder state. ``spell_dropped`` (needs ``char_dim``): a piece
+    training stage, like ``word_start_ids``). ``spell_dropped`` (needs ``char_dim``): a piece
     hidden by piece dropout keeps its characters, so a word whose pieces are all hidden is read
     from its spelling alone (K&K's character-only words), as a word unseen in training is.
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
@@ -218,7 +217,6 @@ class SpanParserConfig(_VocabularyChecks):
     word_pieces: str = "first"
     piece_dropout: float = 0.0
     char_dim: int = 0
-    tag_spelling: bool = False
     spell_dropped: bool = False
     source_pieces: tuple[str, ...] = ()
     bias: float = 0.0
@@ -249,12 +247,10 @@ class SpanParserConfig(_VocabularyChecks):
             fail("piece_dropout", self.piece_dropout, "must be in [0, 1)")
         if not isinstance(self.char_dim, int) or isinstance(self.char_dim, bool) or self.char_dim < 0:
             fail("char_dim", self.char_dim, "must be a non-negative integer (0: no character CNN)")
-        for name in ("tag_spelling", "spell_dropped"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                fail(name, value, "must be true or false")
-            if value and not self.char_dim:
-                fail(name, value, "reads the words' spelling: set char_dim too")
+        if not isinstance(self.spell_dropped, bool):
+            fail("spell_dropped", self.spell_dropped, "must be true or false")
+        if self.spell_dropped and not self.char_dim:
+            fail("spell_dropped", self.spell_dropped, "keeps the words' spelling: set char_dim too")
         for name in ("labels", "tags", "source_pieces"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):

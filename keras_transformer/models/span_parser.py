@@ -10,9 +10,8 @@ tree. Trained with cross-entropy on every span independently (the local model of
 2018), so a step costs one encoder pass and no decoding loop. POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
-``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings,
-and with ``tag_spelling`` the tagger reads it beside the word's state (a word never seen in training
-is tagged from its shape as directly as from its context).
+``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings;
+with ``spell_dropped``, piece dropout hides a piece's embedding but not its characters.
 
 Inputs: ``source_ids`` ``[batch, pieces]`` padded with ``pad_id``. Outputs: ``{"spans": [batch,
 n + 1, n + 1, num_labels], "tags": [batch, n, num_tags]}`` float32 logits, ``n`` the batch's
@@ -136,9 +135,8 @@ class SpanParser(keras.Model):
         self.backward_projection.build((None, None, self._half))
         self.span_norm.build((None, None, None, self.span_hidden))
         self.span_output.build((None, None, None, self.span_hidden))
-        tagged = (None, None, 2 * self.d_model) if self.config.tag_spelling else hidden
-        self.tag_norm.build(tagged)
-        self.tag_output.build(tagged)
+        self.tag_norm.build(hidden)
+        self.tag_output.build(hidden)
         self.built = True
 
     def get_build_config(self):
@@ -226,8 +224,7 @@ class SpanParser(keras.Model):
         # [batch, i, j, h]: f_j - f_i + b_i+1 - b_j+1
         spans = (forward[:, None, :, :] - forward[:, :, None, :]) + (backward[:, :, None, :] - backward[:, None, :, :])
         spans = self.span_output(ops.relu(self.span_norm(spans)))
-        tagged = ops.concatenate([words, ops.cast(spelled, words.dtype)], axis=-1) if self.config.tag_spelling else words
-        tags = self.tag_output(self.tag_norm(tagged))
+        tags = self.tag_output(self.tag_norm(words))
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
 
     def compile(self, optimizer="auto", **kwargs):

@@ -169,29 +169,29 @@ def test_a_span_parser_can_spell_its_words():
         _model(char_dim=-1, source_pieces=pieces)
 
 
-def test_a_tagger_can_read_the_spelling_beside_the_encoder():
+@pytest.mark.parametrize("spell_dropped", [False, True])
+def test_a_spelling_span_parser_round_trips_through_a_keras_file(tmp_path, spell_dropped):
     pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i % 2 == 0 else f"x{i}" for i in range(4, VOCAB)]
-    model = _model(char_dim=4, source_pieces=pieces, tag_spelling=True)
-    assert model.tag_output.kernel.shape == (2 * 16, len(TAGS))
-    # With the tagger's weights on the encoder's half zeroed, the tags still tell two words apart
-    # (the spelling's half reaches them directly), and the same word's tags stay the same.
-    kernel, bias = model.tag_output.get_weights()
-    kernel[:16] = 0.0
-    model.tag_output.set_weights([kernel, bias])
-    tags = np.asarray(model(np.array([[8, 10, 8]], np.int32))["tags"])[0]
-    assert not np.allclose(tags[0], tags[1], atol=1e-4)
-    np.testing.assert_allclose(tags[0], tags[2], atol=1e-4)
-    with pytest.raises(ValueError, match="tag_spelling.*char_dim"):
-        _model(tag_spelling=True)
-
-
-@pytest.mark.parametrize("tag_spelling", [False, True])
-def test_a_spelling_span_parser_round_trips_through_a_keras_file(tmp_path, tag_spelling):
-    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i % 2 == 0 else f"x{i}" for i in range(4, VOCAB)]
-    model = _model(char_dim=4, source_pieces=pieces, word_pieces="mean", tag_spelling=tag_spelling)
+    model = _model(char_dim=4, source_pieces=pieces, word_pieces="mean", spell_dropped=spell_dropped)
     source = np.array([[2, 3, 4, 6, 7, 3]], np.int32)
     model.save(tmp_path / "spelling.keras")
     loaded = keras.saving.load_model(tmp_path / "spelling.keras")
     assert loaded.get_config() == model.get_config() and list(loaded.config.source_pieces) == pieces
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
     np.testing.assert_allclose(loaded(source)["tags"], model(source)["tags"], atol=1e-6)
+
+
+@pytest.mark.parametrize("spell_dropped", [False, True])
+def test_piece_dropout_hides_the_spelling_unless_spell_dropped(spell_dropped):
+    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i % 2 == 0 else f"x{i}" for i in range(4, VOCAB)]
+    model = _model(char_dim=4, source_pieces=pieces, piece_dropout=0.9, spell_dropped=spell_dropped)
+    source = np.array([list(range(4, 24))], np.int32)
+    read = []
+    spelling = model.spelling
+    model.spelling = lambda source_ids, read_ids=None: read.append(np.asarray(read_ids)) or spelling(source_ids, read_ids)
+    model(source, training=True)
+    # 20 pieces at 0.9: some are hidden (read as <unk>); the spelling reads all of them only when spell_dropped.
+    assert np.array_equal(read[0], source) == spell_dropped
+    assert spell_dropped or (read[0] == 1).any()
+    with pytest.raises(ValueError, match="spell_dropped.*char_dim"):
+        _model(spell_dropped=True)
