@@ -186,9 +186,13 @@ def test_piece_dropout_hides_the_spelling_unless_spell_dropped(spell_dropped):
     pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"\u2581w{i}" if i % 2 == 0 else f"x{i}" for i in range(4, VOCAB)]
     model = _model(char_dim=4, source_pieces=pieces, piece_dropout=0.9, spell_dropped=spell_dropped)
     source = np.array([list(range(4, 24))], np.int32)
-    read = []
-    spelling = model.spelling
-    model.spelling = lambda source_ids, read_ids=None: read.append(np.asarray(read_ids)) or spelling(source_ids, read_ids)
+    read, spelling = [], model.spelling
+
+    def recording(source_ids, read_ids=None):
+        read.append(np.asarray(read_ids))
+        return spelling(source_ids, read_ids)
+
+    model.spelling = recording
     model(source, training=True)
     # 20 pieces at 0.9: some are hidden (read as <unk>); the spelling reads all of them only when spell_dropped.
     assert np.array_equal(read[0], source) == spell_dropped
