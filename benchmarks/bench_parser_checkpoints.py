@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizers = run_dir / "tokenizer"
     pairs = list(corpus.pairs(args.split))[: args.max_sentences]
     kept = tf.train.get_checkpoint_state(str(run / "train")).all_model_checkpoint_paths
+    source = SubwordTokenizer(str(tokenizers / "spm_en.model"))
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for window in (int(w) for w in args.windows.split(",")):
@@ -71,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
             averaged = average_checkpoints(run / "train", window, Path(scratch) / f"last-{window}")
             model = keras.saving.load_model(averaged.keras_model, compile=False)
             if isinstance(model, SpanParser):
-                source = SubwordTokenizer(str(tokenizers / "spm_en.model"))
                 by_bias = bias_f1(ChartParser(model, source, bias=0.0), pairs)
                 bias = max(by_bias, key=lambda b: (by_bias[b], -b))
                 result = {"f1": by_bias[bias], "bias": bias, "f1_by_bias": by_bias, "sentences": len(pairs)}
