@@ -25,36 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from report import emit
+from wiring import arrays, source_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 logger = logging.getLogger("bench_parser_wiring")
-
-
-def _arrays(pairs, source_tok, target_tok, eos_id, bos_id):
-    sources = [ids + [eos_id] for ids in source_tok.tokenize([s for s, _ in pairs]).to_list()]
-    targets = target_tok.tokenize([t for _, t in pairs]).to_list()
-    width_s = max(map(len, sources))
-    width_t = max(map(len, targets)) + 1
-    source = np.zeros([len(pairs), width_s], np.int32)
-    target_in = np.zeros([len(pairs), width_t], np.int32)
-    target_out = np.zeros([len(pairs), width_t], np.int32)
-    for row, (s, t) in enumerate(zip(sources, targets)):
-        source[row, : len(s)] = s
-        target_in[row, : len(t) + 1] = [bos_id] + t
-        target_out[row, : len(t) + 1] = t + [eos_id]
-    return source, target_in, target_out
-
-
-def _mean_nll(model, source, target_in, target_out) -> float:
-    import tensorflow as tf
-
-    logits = model((tf.constant(source), tf.constant(target_in)), training=False)
-    nll = tf.keras.losses.sparse_categorical_crossentropy(target_out, logits, from_logits=True).numpy()
-    mask = target_out != model.config.pad_id
-    return float((nll * mask).sum() / mask.sum())
 
 
 def _f1(model, tokenizers, pairs, beam_size: int) -> dict:
@@ -90,7 +66,7 @@ def check(corpus, tokenizers, *, word_alignment: bool, sentences: int = 50, max_
     model = Transformer.from_preset("parser-cpu", source_vocab_size=source_tok.vocab_size,
                                     target_vocab_size=target_tok.vocab_size, **settings)
     config = model.config
-    source, target_in, target_out = _arrays(pairs, source_tok, target_tok, config.eos_id, config.bos_id)
+    source, target_in, target_out = arrays(pairs, source_tok, target_tok, config.eos_id, config.bos_id)
     model.compile(optimizer=keras.optimizers.Adam(1e-3, beta_2=0.98, epsilon=1e-9))
     started, steps, history = time.perf_counter(), 0, []
     result = {}
@@ -103,17 +79,11 @@ def check(corpus, tokenizers, *, word_alignment: bool, sentences: int = 50, max_
                     result["tagging_accuracy"])
         if result["f1"] >= target_f1:
             break
-    nll = _mean_nll(model, source, target_in, target_out)
-    # The sentence removed: every source is EOS alone (an all-padding source has nothing to attend to).
-    zeroed = np.full_like(source, config.pad_id)
-    zeroed[:, 0] = config.eos_id
-    blind = _mean_nll(model, zeroed, target_in, target_out)
     return {
         "word_alignment": word_alignment, "sentences": len(pairs), "steps": steps,
         "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_f1": target_f1,
         "overfit_passed": result.get("f1", 0.0) >= target_f1,
-        "nll_with_source": round(nll, 4), "nll_source_zeroed": round(blind, 4),
-        "source_check_passed": blind > nll + 1.0, "history": history,
+        **source_check(model, source, target_in, target_out), "history": history,
     }
 
 

@@ -138,3 +138,18 @@ def test_span_parser_probe_wiring_check_reports_both_numbers(toy_treebank, tmp_p
     loss = report["loss"]
     assert report["source_check_passed"] == (loss["source_zeroed"] > loss["with_source"] + 1.0)
     assert json.loads((tmp_path / "span.json").read_text()) == report
+
+
+@pytest.mark.slow
+def test_translation_wiring_check_reports_overfit_bleu_and_the_source_zeroed_loss(ddtp_corpus, tokenizer_model,
+                                                                                  tmp_path):
+    report = run_json(REPO / "benchmarks" / "bench_translation_wiring.py", "--smoke", "--corpus-dir",
+                      ddtp_corpus.directory, "--tokenizer", tokenizer_model, "--set", "input.max_length=64",
+                      "--output", tmp_path / "wiring.json")
+    assert report["settings"] == ["input.max_length=64"] and report["max_length"] == 64
+    assert report["pairs"] == 10 and [h["steps"] for h in report["history"]] == [10, 20]
+    assert 0 <= report["overfit"]["bleu"] <= 100 and report["overfit"]["example"]["reference"]
+    # Both numbers of the check are there, and the flags are what they say.
+    assert report["overfit_passed"] == (report["overfit"]["bleu"] >= report["target_bleu"])
+    assert report["source_check_passed"] == (report["nll_source_zeroed"] > report["nll_with_source"] + 1.0)
+    assert json.loads((tmp_path / "wiring.json").read_text()) == report

@@ -1,0 +1,143 @@
+"""Wiring check of a translation model or recipe: it must learn a few dozen pairs back, and need its source.
+
+The translation side of the check the parser gets first (``bench_parser_wiring.py``), run before
+an hour of a new translation model or recipe:
+
+* **overfit**: trained on the first ``--pairs`` training pairs alone (no dropout, no label
+  smoothing), the model translates those same sources back, with the beam search the evaluation
+  stage uses, to sacreBLEU >= 90 within minutes.
+* **source**: its loss on those pairs with the source removed is clearly worse (by more than
+  one nat per token) than with it.
+
+``--config`` takes the pipeline config whose model and input settings are checked (``cpu-small``
+by default) and ``--set`` changes them as the flows' ``--set`` does; pairs longer than the config's
+``input.max_length`` are skipped, as training skips them. Without ``--corpus-dir`` the bundled DDTP
+corpus is prepared in a temporary directory, and without ``--tokenizer`` a tokenizer of the config's
+size is trained on it. ``--smoke`` shrinks everything for the test suite.
+
+    .venv/bin/python benchmarks/bench_translation_wiring.py --set input.max_length=256 --output wiring.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from report import emit
+from wiring import arrays, source_check
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+logger = logging.getLogger("bench_translation_wiring")
+
+#: The overfit bar: the training pairs translated back at this corpus BLEU.
+TARGET_BLEU = 90.0
+
+
+def _bleu(model, tokenizers, pairs, beam_size: int) -> dict:
+    import sacrebleu
+
+    from keras_transformer.decoding.translator import Translator
+
+    translator = Translator(model, *tokenizers)
+    hypotheses = translator.translate([s for s, _ in pairs], beam_size=beam_size)
+    references = [t for _, t in pairs]
+    return {"bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
+            "exact_match": 100.0 * sum(h == r for h, r in zip(hypotheses, references)) / len(pairs),
+            "example": {"source": pairs[0][0], "reference": references[0], "hypothesis": hypotheses[0]}}
+
+
+def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600, eval_every: int = 100,
+          beam_size: int = 4, learning_rate: float = 1e-3) -> dict:
+    """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model; returns BLEU on them
+    and the loss with and without the source."""
+    import keras
+
+    from keras_transformer import Transformer
+
+    source_tok, target_tok = tokenizers
+    limit = pipeline.input.max_length
+    chosen = []
+    for source, target in corpus.pairs("train"):
+        sides = ((source_tok, source), (target_tok, target))
+        if max(len(tok.tokenize([text]).to_list()[0]) + 1 for tok, text in sides) <= limit:
+            chosen.append((source, target))
+        if len(chosen) == pairs:
+            break
+    settings = {**pipeline.train.model, "dropout": 0.0}
+    model = Transformer.from_preset(pipeline.train.preset, source_vocab_size=source_tok.vocab_size,
+                                    target_vocab_size=target_tok.vocab_size, **settings)
+    config = model.config
+    source, target_in, target_out = arrays(chosen, source_tok, target_tok, config.eos_id, config.bos_id)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate, beta_2=0.98, epsilon=1e-9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
+    started, steps, history, result = time.perf_counter(), 0, [], {}
+    while steps < max_steps:
+        model.fit((source, target_in), target_out, batch_size=len(chosen), epochs=eval_every, verbose=0)
+        steps += eval_every
+        result = _bleu(model, tokenizers, chosen, beam_size)
+        history.append({"steps": steps, "seconds": round(time.perf_counter() - started, 1),
+                        "bleu": round(result["bleu"], 2), "exact_match": result["exact_match"]})
+        logger.info("%d steps: BLEU %.1f on the training pairs, %.0f%% exact", steps, result["bleu"],
+                    result["exact_match"])
+        if result["bleu"] >= TARGET_BLEU:
+            break
+    return {"pairs": len(chosen), "max_length": limit, "parameters": model.count_params(), "steps": steps,
+            "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
+            "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,
+            **source_check(model, source, target_in, target_out), "history": history}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the config (dotted, YAML value), as the flows take it")
+    parser.add_argument("--corpus-dir", type=Path, help="a prepared corpus (default: the bundled DDTP, prepared here)")
+    parser.add_argument("--tokenizer", type=Path, help="a shared SentencePiece model (default: trained here)")
+    parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--smoke", action="store_true", help="tiny model and budget (the test suite)")
+    parser.add_argument("--output", type=Path, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    import keras
+
+    from flows.pipeline_config import parse_overrides
+    from flows.task_flows import TRANSLATION
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.sources import prepare_corpus
+    from pipelines.tokenization import Vocabulary, load_tokenizers, train_tokenizer
+
+    overrides = list(args.set)
+    if args.smoke:
+        overrides += ["train.model.num_layers=1", "train.model.d_model=32", "train.model.num_heads=2",
+                      "train.model.d_ff=64", "tokenizer.vocab_size=500"]
+    pipeline = TRANSLATION.load_config(args.config, parse_overrides(overrides))
+    # Before any tokenizer exists: seeding resets TensorFlow's resources, SentencePiece's with them.
+    keras.utils.set_random_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = dataclasses.replace(pipeline.data, output_dir=str(Path(tmp) / "corpus"))
+        corpus_dir = args.corpus_dir or prepare_corpus(data)
+        corpus = Corpus.load(corpus_dir)
+        if args.tokenizer:
+            models = Vocabulary(args.tokenizer, args.tokenizer)
+        else:
+            models = train_tokenizer(corpus, pipeline.tokenizer, Path(tmp) / "tokenizer")
+        options = {"pairs": args.pairs}
+        if args.smoke:
+            options = {"pairs": 10, "max_steps": 20, "eval_every": 10, "beam_size": 2}
+        result = check(pipeline, corpus, load_tokenizers(models), **options)
+    report = {"benchmark": "translation_wiring", "config": str(args.config), "settings": args.set,
+              "smoke": args.smoke, **result}
+    emit(report, args.output, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
