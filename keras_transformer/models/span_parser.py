@@ -145,28 +145,30 @@ class SpanParser(keras.Model):
     def build_from_config(self, config):
         self.build()
 
-    def spelling(self, source_ids, read_ids=None):
+    def spelling(self, source_ids, read_ids=None, index=None):
         """Each word's spelling, ``[batch, n, d_model]`` (None without ``char_dim``), read from the
-        pieces of ``read_ids`` (default ``source_ids``) that piece dropout left."""
+        pieces of ``read_ids`` (default ``source_ids``) that piece dropout left. ``index`` is
+        :meth:`word_index` of ``source_ids``, computed here when not given."""
         if self.characters is None:
             return None
         read_ids = source_ids if read_ids is None else read_ids
-        word_of_piece, in_word, lengths = self.word_index(source_ids)
+        word_of_piece, in_word, lengths = self.word_index(source_ids) if index is None else index
         return self.characters(read_ids, word_of_piece, in_word, lengths)
 
-    def encode(self, source_ids, training=None, read_ids=None, spelled=None):
+    def encode(self, source_ids, training=None, read_ids=None, spelled=None, index=None):
         """Section 3.1's encoder stack over the pieces: ``[batch, pieces, d_model]``.
 
         ``read_ids`` (default ``source_ids``) are the ids the encoder reads, where piece dropout
         has hidden some; the words are always those of ``source_ids``. ``spelled`` is
-        :meth:`spelling`'s output, computed here when not given.
+        :meth:`spelling`'s output and ``index`` :meth:`word_index`'s, computed here when not given.
         """
         read_ids = source_ids if read_ids is None else read_ids
         mask = ops.not_equal(source_ids, self.pad_id)
         x = self.embedding(read_ids)
         if self.characters is not None:
-            spelled = self.spelling(source_ids, read_ids) if spelled is None else spelled   # [batch, n, d_model]
-            word_of_piece, in_word, lengths = self.word_index(source_ids)
+            index = self.word_index(source_ids) if index is None else index
+            spelled = self.spelling(source_ids, read_ids, index) if spelled is None else spelled   # [batch, n, d_model]
+            word_of_piece, in_word, lengths = index
             in_word = ops.cast(word_membership(word_of_piece, in_word, ops.max(lengths)), x.dtype)  # [b, n, S]
             x = x + ops.matmul(ops.transpose(in_word, (0, 2, 1)), ops.cast(spelled, x.dtype))
         x = self.embedding_dropout(x + self.positions(x), training=training)
@@ -186,12 +188,12 @@ class SpanParser(keras.Model):
                                   word_of_piece >= 0)
         return word_of_piece, in_word, ops.sum(starts, axis=1)
 
-    def word_states(self, source_ids, encoder_outputs):
+    def word_states(self, source_ids, encoder_outputs, index=None):
         """``([batch, n, d_model], lengths)``: each word's state, zero past its sentence: its first
         piece's (``word_pieces="first"``) or the mean of its pieces' (``"mean"``; EOS and padding
-        belong to no word)."""
+        belong to no word). ``index`` is :meth:`word_index` of ``source_ids`` if already known."""
         source_ids = ops.cast(source_ids, "int32")
-        word_of_piece, member, lengths = self.word_index(source_ids)
+        word_of_piece, member, lengths = self.word_index(source_ids) if index is None else index
         n = ops.max(lengths)
         if self.config.word_pieces == "first":
             member = ops.cast(ops.take(ops.convert_to_tensor(self._word_start_table), source_ids), "bool")
@@ -209,9 +211,10 @@ class SpanParser(keras.Model):
             real = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
                                    ops.not_equal(source_ids, self.config.eos_id))
             pieces = ops.where(ops.logical_and(drop, real), self.config.unk_id, source_ids)
-        spelled = self.spelling(source_ids, source_ids if self.config.spell_dropped else pieces)
-        encoded = self.encode(source_ids, training=training, read_ids=pieces, spelled=spelled)
-        words, lengths = self.word_states(source_ids, encoded)
+        index = self.word_index(source_ids)   # the words of the original ids, found once
+        spelled = self.spelling(source_ids, source_ids if self.config.spell_dropped else pieces, index)
+        encoded = self.encode(source_ids, training=training, read_ids=pieces, spelled=spelled, index=index)
+        words, lengths = self.word_states(source_ids, encoded, index)
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).

@@ -188,9 +188,9 @@ def test_piece_dropout_hides_the_spelling_unless_spell_dropped(spell_dropped):
     source = np.array([list(range(4, 24))], np.int32)
     read, spelling = [], model.spelling
 
-    def recording(source_ids, read_ids=None):
+    def recording(source_ids, read_ids=None, index=None):
         read.append(np.asarray(read_ids))
-        return spelling(source_ids, read_ids)
+        return spelling(source_ids, read_ids, index)
 
     model.spelling = recording
     model(source, training=True)
