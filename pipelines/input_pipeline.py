@@ -21,7 +21,7 @@ pad id 0::
 Tokenized ids are cached on disk as TFRecord files keyed by a hash of the corpus split and the
 tokenizer model(s), so that a restart does not re-tokenize and a changed tokenizer or corpus
 invalidates the cache. :func:`padding_report` measures the fraction of padding under bucketing
-and under fixed-length padding.
+and under fixed-length padding; :func:`length_report` what ``max_length`` drops.
 """
 
 from __future__ import annotations
@@ -213,6 +213,29 @@ def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: I
                 tf.concat([target, [eos_t]], 0))
 
     return dataset.map(add_specials, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+#: The share of a split's target tokens ``max_length`` may drop before the training stage warns.
+DROPPED_TOKENS_WARNING = 0.01
+
+
+def length_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> dict[str, Any]:
+    """What ``max_length`` drops from ``split``: pairs and target tokens, counted and as shares.
+
+    The dropped pairs are the longest; on the DDTP descriptions they are enumerations and
+    multi-sentence paragraphs, whose absence a model shows as short, looping output on long inputs.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    sizes = tf.data.TFRecordDataset(str(build_cache(corpus, split, tokenizers, config))).map(
+        lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)
+    lengths = np.concatenate([batch for batch in sizes.batch(8192).as_numpy_iterator()] or [np.zeros([0, 2])])
+    dropped = (lengths > config.max_length - 1).any(axis=1)
+    tokens = max(int(lengths[:, 1].sum()), 1)
+    return {"split": split, "max_length": config.max_length, "pairs": len(lengths), "pairs_dropped": int(dropped.sum()),
+            "pairs_dropped_share": float(dropped.mean()) if len(lengths) else 0.0,
+            "target_tokens_dropped_share": float(lengths[dropped, 1].sum()) / tokens}
 
 
 def _pad_value(tokenizers: Tokenizers) -> int:

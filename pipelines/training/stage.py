@@ -9,6 +9,7 @@ special ids are the tokenizers', and the vocabulary record that ties checkpoints
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,11 +20,13 @@ from keras_transformer.models.config import SpanParserConfig
 from keras_transformer.models.span_targets import missing_symbols, span_inventory
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
-from pipelines.input_pipeline import InputConfig, make_dataset
+from pipelines.input_pipeline import DROPPED_TOKENS_WARNING, InputConfig, length_report, make_dataset
 from pipelines.tokenization import vocabulary_record
 from pipelines.training.config import TrainConfig, TrainResult
 from pipelines.training.runner import train
 from pipelines.vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
 
 
 def train_on_corpus(
@@ -70,6 +73,13 @@ def train_on_corpus(
         model_config = config.model_config(sizes)
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")
+
+    dropped = length_report(corpus, "train", tokenizers, input_config)
+    if dropped["target_tokens_dropped_share"] > DROPPED_TOKENS_WARNING:
+        logger.warning("input.max_length %d drops %d of the %d training pairs (%.1f%%), %.1f%% of their target "
+                       "tokens: the longest; raise input.max_length to train on them", input_config.max_length,
+                       dropped["pairs_dropped"], dropped["pairs"], 100 * dropped["pairs_dropped_share"],
+                       100 * dropped["target_tokens_dropped_share"])
 
     def train_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         dataset = make_dataset(corpus, "train", tokenizers, input_config, training=True)

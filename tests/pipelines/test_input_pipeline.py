@@ -12,6 +12,7 @@ from pipelines.config import ConfigError, from_dict
 from pipelines.input_pipeline import (
     InputConfig,
     cache_path,
+    length_report,
     make_dataset,
     make_fixed_length_dataset,
     padding_fraction,
@@ -77,6 +78,24 @@ def test_every_example_once_and_max_length_filter(ddtp_corpus, tokenizer, config
             fits[(s, t)] += 1
     assert seen == fits
     assert 0 < sum(fits.values()) < ddtp_corpus.counts["test"]  # the filter did drop some
+
+
+def test_length_report_counts_what_max_length_drops(ddtp_corpus, tokenizer, config):
+    report = length_report(ddtp_corpus, "test", tokenizer, config)
+    dropped = tokens = dropped_tokens = 0
+    for s, t in ddtp_corpus.pairs("test"):
+        n_s, n_t = len(tokenizer.tokenize(s).numpy()), len(tokenizer.tokenize(t).numpy())
+        tokens += n_t
+        if max(n_s, n_t) + 1 > config.max_length:
+            dropped, dropped_tokens = dropped + 1, dropped_tokens + n_t
+    assert report["pairs"] == ddtp_corpus.counts["test"] and report["pairs_dropped"] == dropped > 0
+    assert report["pairs_dropped_share"] == pytest.approx(dropped / report["pairs"])
+    # The dropped pairs are the longest: their share of the tokens exceeds their share of the pairs.
+    assert report["target_tokens_dropped_share"] == pytest.approx(dropped_tokens / tokens)
+    assert report["target_tokens_dropped_share"] > report["pairs_dropped_share"]
+    wide = length_report(ddtp_corpus, "test", tokenizer, InputConfig(tokens_per_batch=4096, max_length=4096,
+                                                                     cache_dir=config.cache_dir))
+    assert wide["pairs_dropped"] == 0 and wide["target_tokens_dropped_share"] == 0.0
 
 
 def test_cache_is_reused_and_keyed_by_tokenizer(ddtp_corpus, tokenizer, config, tmp_path,
