@@ -216,14 +216,15 @@ def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: I
 
 
 #: The share of a split's target tokens ``max_length`` may drop before the training stage warns.
-DROPPED_TOKENS_WARNING = 0.01
+DROPPED_TOKENS_WARNING = 0.25
 
 
 def length_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> dict[str, Any]:
     """What ``max_length`` drops from ``split``: pairs and target tokens, counted and as shares.
 
-    The dropped pairs are the longest; on the DDTP descriptions they are enumerations and
-    multi-sentence paragraphs, whose absence a model shows as short, looping output on long inputs.
+    The dropped pairs are the longest (on the DDTP descriptions, enumerations and paragraphs):
+    ``cpu-small``'s 128 leaves out 2.7% of the pairs, 13% of the target tokens. Training on them
+    (``max_length`` 384) made longer output at the hour but no better BLEU, and no fewer loops.
     """
     import numpy as np
     import tensorflow as tf
