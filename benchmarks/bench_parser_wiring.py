@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from report import emit
-from wiring import arrays, source_check
+from wiring import arrays, needs_source, source_losses
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -79,11 +79,12 @@ def check(corpus, tokenizers, *, word_alignment: bool, sentences: int = 50, max_
                     result["tagging_accuracy"])
         if result["f1"] >= target_f1:
             break
+    losses = source_losses(model, source, target_in, target_out)
     return {
         "word_alignment": word_alignment, "sentences": len(pairs), "steps": steps,
         "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_f1": target_f1,
         "overfit_passed": result.get("f1", 0.0) >= target_f1,
-        **source_check(model, source, target_in, target_out), "history": history,
+        **losses, "source_check_passed": needs_source(losses), "history": history,
     }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import logging
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 from report import emit
-from wiring import arrays, source_check
+from wiring import arrays, source_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -66,13 +67,11 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
 
     source_tok, target_tok = tokenizers
     limit = pipeline.input.max_length
-    chosen = []
-    for source, target in corpus.pairs("train"):
-        sides = ((source_tok, source), (target_tok, target))
-        if max(len(tok.tokenize([text]).to_list()[0]) + 1 for tok, text in sides) <= limit:
-            chosen.append((source, target))
-        if len(chosen) == pairs:
-            break
+    chosen, stream = [], corpus.pairs("train")
+    while len(chosen) < pairs and (chunk := list(itertools.islice(stream, 4 * pairs))):
+        sources, targets = ([pair[side] for pair in chunk] for side in (0, 1))
+        lengths = zip(map(len, source_tok.tokenize(sources).to_list()), map(len, target_tok.tokenize(targets).to_list()))
+        chosen += [pair for pair, sides in zip(chunk, lengths) if max(sides) + 1 <= limit][: pairs - len(chosen)]
     settings = {**pipeline.train.model, "dropout": 0.0}
     model = Transformer.from_preset(pipeline.train.preset, source_vocab_size=source_tok.vocab_size,
                                     target_vocab_size=target_tok.vocab_size, **settings)
@@ -93,14 +92,13 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
             break
     # An empty sentence is encoded as EOS alone, as the loss check's removed sources are.
     blind = _bleu(model, tokenizers, chosen, beam_size, sources=[""] * len(chosen))
-    losses = source_check(model, source, target_in, target_out)
+    losses = source_losses(model, source, target_in, target_out)
     return {"pairs": len(chosen), "max_length": limit, "parameters": model.count_params(), "steps": steps,
             "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
             "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,
             "bleu_source_removed": round(blind["bleu"], 2), "example_source_removed": blind["example"]["hypothesis"],
             "source_check_passed": blind["bleu"] <= result.get("bleu", 0.0) / 2 and result.get("bleu", 0.0) > 0,
-            "nll_with_source": losses["nll_with_source"], "nll_source_zeroed": losses["nll_source_zeroed"],
-            "history": history}
+            **losses, "history": history}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ from pipelines.textfiles import DataError
 from pipelines.vocabulary import Vocabulary, as_vocabulary
 
 if TYPE_CHECKING:  # imported where used: reading the settings must not import it
+    import numpy as np
     import tensorflow as tf
 
     from keras_transformer.tokenizer import SubwordTokenizer
@@ -139,8 +140,10 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
 
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
-    the special-token layout or on ``max_length``).
+    the special-token layout or on ``max_length``). The pairs' lengths go beside it
+    (:func:`_lengths_path`), so that :func:`length_report` need not read the whole cache.
     """
+    import numpy as np
     import tensorflow as tf
 
     path = cache_path(corpus, split, tokenizers, config)
@@ -151,7 +154,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     total = corpus.counts[split]
-    n = 0
+    n, lengths = 0, []
     try:
         with tf.io.TFRecordWriter(tmp) as writer, tqdm(total=total, unit=" pairs", leave=False,
                                                        desc=f"tokenize {split}", disable=None) as bar:
@@ -163,6 +166,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
                 source_ids = source_tok.tokenize([s for s, _ in chunk])
                 target_ids = target_tok.tokenize([t for _, t in chunk])
                 for s, t in zip(source_ids.to_list(), target_ids.to_list()):
+                    lengths.append((len(s), len(t)))
                     example = tf.train.Example(features=tf.train.Features(feature={
                         "source": _int64_feature(s), "target": _int64_feature(t)}))
                     writer.write(example.SerializeToString())
@@ -176,8 +180,23 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _save_lengths(path, np.asarray(lengths, dtype=np.int32).reshape(-1, 2))
     logger.info("cached %d tokenized %s pairs in %s", n, split, path)
     return path
+
+
+def _lengths_path(cache: Path) -> Path:
+    """The ``[pairs, 2]`` int32 array of (source, target) lengths beside a cache file."""
+    return cache.with_suffix(".lengths.npy")
+
+
+def _save_lengths(cache: Path, lengths: np.ndarray) -> None:
+    import numpy as np
+
+    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".npy")
+    with os.fdopen(fd, "wb") as file:
+        np.save(file, lengths)
+    os.replace(tmp, _lengths_path(cache))
 
 
 def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -229,9 +248,14 @@ def length_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: In
     import numpy as np
     import tensorflow as tf
 
-    sizes = tf.data.TFRecordDataset(str(build_cache(corpus, split, tokenizers, config))).map(
-        lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)
-    lengths = np.concatenate([batch for batch in sizes.batch(8192).as_numpy_iterator()] or [np.zeros([0, 2])])
+    cache = build_cache(corpus, split, tokenizers, config)
+    if _lengths_path(cache).is_file():
+        lengths = np.load(_lengths_path(cache))
+    else:  # a cache written before the lengths were kept beside it: read once, then keep them
+        sizes = tf.data.TFRecordDataset(str(cache)).map(
+            lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)
+        lengths = np.concatenate([batch for batch in sizes.batch(8192).as_numpy_iterator()] or [np.zeros([0, 2])])
+        _save_lengths(cache, lengths.astype(np.int32))
     dropped = (lengths > config.max_length - 1).any(axis=1)
     tokens = max(int(lengths[:, 1].sum()), 1)
     return {"split": split, "max_length": config.max_length, "pairs": len(lengths), "pairs_dropped": int(dropped.sum()),

@@ -142,13 +142,17 @@ def test_span_parser_probe_wiring_check_reports_both_numbers(toy_treebank, tmp_p
 
 @pytest.mark.slow
 def test_translation_wiring_check_reports_overfit_bleu_and_the_source_zeroed_loss(ddtp_corpus, tokenizer_model,
-                                                                                  tmp_path):
+                                                                                  tokenizer, tmp_path):
     report = run_json(REPO / "benchmarks" / "bench_translation_wiring.py", "--smoke", "--corpus-dir",
                       ddtp_corpus.directory, "--tokenizer", tokenizer_model, "--set", "input.max_length=64",
                       "--output", tmp_path / "wiring.json")
     assert report["settings"] == ["input.max_length=64"] and report["max_length"] == 64
     assert report["pairs"] == 10 and [h["steps"] for h in report["history"]] == [10, 20]
     assert 0 <= report["overfit"]["bleu"] <= 100 and report["overfit"]["example"]["reference"]
+    # The pairs are the first training pairs that fit max_length on both sides, as training reads them.
+    first = next((s, t) for s, t in ddtp_corpus.pairs("train")
+                 if max(len(tokenizer.tokenize(text).numpy()) for text in (s, t)) + 1 <= 64)
+    assert report["overfit"]["example"]["source"] == first[0] and report["overfit"]["example"]["reference"] == first[1]
     # Both numbers of the check are there, and the flags are what they say.
     assert report["overfit_passed"] == (report["overfit"]["bleu"] >= report["target_bleu"])
     bleu, blind = report["overfit"]["bleu"], report["bleu_source_removed"]

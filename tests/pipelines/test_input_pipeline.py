@@ -96,6 +96,11 @@ def test_length_report_counts_what_max_length_drops(ddtp_corpus, tokenizer, conf
     wide = length_report(ddtp_corpus, "test", tokenizer, InputConfig(tokens_per_batch=4096, max_length=4096,
                                                                      cache_dir=config.cache_dir))
     assert wide["pairs_dropped"] == 0 and wide["target_tokens_dropped_share"] == 0.0
+    # The lengths kept beside the cache answer later calls; a cache without them is read once.
+    lengths = input_pipeline._lengths_path(cache_path(ddtp_corpus, "test", tokenizer, config))
+    assert lengths.is_file()
+    lengths.unlink()
+    assert length_report(ddtp_corpus, "test", tokenizer, config) == report and lengths.is_file()
 
 
 def test_cache_is_reused_and_keyed_by_tokenizer(ddtp_corpus, tokenizer, config, tmp_path,
