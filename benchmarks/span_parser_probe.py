@@ -166,7 +166,7 @@ def mean_loss(model, examples, word_starts: np.ndarray | None = None) -> float:
         if word_starts is not None:
             start, other = np.flatnonzero(word_starts)[0], np.flatnonzero(word_starts == 0)[-1]
             source = np.where(word_starts[source] == 1, start, np.where(source > 0, other, 0)).astype(np.int32)
-        loss = span_parser_loss(model(tf.constant(source), training=False), spans, tags)
+        loss = span_parser_loss(model(tf.constant(source), training=False), spans, tags, model.config.span_loss)
         total += float(loss) * len(group)
         count += len(group)
     return total / count
@@ -188,7 +188,7 @@ def train(model, examples, minutes: float, words_per_batch: int, warmup: int, sc
                                   tf.TensorSpec([None, None], tf.int32)])
     def step(source, spans, tags):
         with tf.GradientTape() as tape:
-            loss = span_parser_loss(model(source, training=True), spans, tags)
+            loss = span_parser_loss(model(source, training=True), spans, tags, model.config.span_loss)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 TAGGERS = ("none", "auxiliary", "fused")
+SPAN_LOSSES = ("local", "tree_crf")
 WORD_PIECES = ("first", "mean")
 
 
@@ -198,6 +199,9 @@ class SpanParserConfig(_VocabularyChecks):
     training stage, like ``word_start_ids``). ``spell_dropped`` (needs ``char_dim``): a piece
     hidden by piece dropout keeps its characters, so a word whose pieces are all hidden is read
     from its spelling alone (K&K's character-only words), as a word unseen in training is.
+    ``span_loss``: ``local``, cross-entropy over every span on its own (Teng & Zhang 2018), or
+    ``tree_crf``, the gold tree's probability among all trees
+    (:mod:`keras_transformer.training.tree_crf`; Zhang, Zhou & Li 2020, supar's parser).
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -218,6 +222,7 @@ class SpanParserConfig(_VocabularyChecks):
     piece_dropout: float = 0.0
     char_dim: int = 0
     spell_dropped: bool = False
+    span_loss: str = "local"
     source_pieces: tuple[str, ...] = ()
     bias: float = 0.0
     pad_id: int = 0
@@ -251,6 +256,8 @@ class SpanParserConfig(_VocabularyChecks):
             fail("spell_dropped", self.spell_dropped, "must be true or false")
         if self.spell_dropped and not self.char_dim:
             fail("spell_dropped", self.spell_dropped, "keeps the words' spelling: set char_dim too")
+        if self.span_loss not in SPAN_LOSSES:
+            fail("span_loss", self.span_loss, f"use one of {SPAN_LOSSES}")
         for name in ("labels", "tags", "source_pieces"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):

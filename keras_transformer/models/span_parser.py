@@ -243,7 +243,7 @@ class SpanParser(keras.Model):
         super().compile(optimizer=optimizer, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return span_parser_loss(y_pred, y["spans"], y["tags"])
+        return span_parser_loss(y_pred, y["spans"], y["tags"], self.config.span_loss)
 
     @property
     def bias(self) -> float:
@@ -260,8 +260,9 @@ class SpanParser(keras.Model):
         return config
 
 
-def span_parser_loss(outputs, span_labels, tag_labels):
-    """Mean cross-entropy over the real spans plus over the real words (``IGNORE`` elsewhere)."""
+def span_parser_loss(outputs, span_labels, tag_labels, span_loss: str = "local"):
+    """Mean cross-entropy over the real spans (``local``; ``tree_crf``: the gold trees' negative
+    log-probabilities per word) plus over the real words (``IGNORE`` elsewhere)."""
 
     def masked(logits, labels):
         labels = ops.cast(labels, "int32")
@@ -269,4 +270,11 @@ def span_parser_loss(outputs, span_labels, tag_labels):
         losses = keras.losses.sparse_categorical_crossentropy(ops.maximum(labels, 0), logits, from_logits=True)
         return ops.sum(losses * keep) / ops.maximum(ops.sum(keep), 1.0)
 
-    return masked(outputs["spans"], span_labels) + masked(outputs["tags"], tag_labels)
+    if span_loss == "tree_crf":
+        from keras_transformer.training.tree_crf import tree_crf_losses
+
+        words = ops.sum(ops.cast(ops.not_equal(ops.cast(tag_labels, "int32"), IGNORE), "float32"))
+        spans = ops.sum(tree_crf_losses(outputs["spans"], span_labels)) / ops.maximum(words, 1.0)
+    else:
+        spans = masked(outputs["spans"], span_labels)
+    return spans + masked(outputs["tags"], tag_labels)

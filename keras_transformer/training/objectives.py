@@ -66,7 +66,8 @@ class TranslationObjective:
 
 
 class SpanObjective:
-    """The span parser's: mean cross-entropy over a batch's spans plus mean over its words, times its words.
+    """The span parser's: mean cross-entropy over a batch's spans plus mean over its words, times its words
+    (``span_loss: tree_crf``: the gold trees' negative log-probabilities plus the tags' cross-entropy).
 
     The unit is a word, so a step's objective is the word-weighted mean of its batches' (what
     ``span_parser_loss`` gives for one batch). The gold chart and tags are read off the
@@ -96,9 +97,14 @@ class SpanObjective:
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
             return tf.reduce_sum(tf.where(keep, losses, 0.0)), tf.reduce_sum(tf.cast(keep, tf.float32)), keep
 
-        span_sum, span_count, _ = sums(span_logits, spans)
         tag_sum, words, keep = sums(tag_logits, tags)
-        total = (span_sum / tf.maximum(span_count, 1.0) + tag_sum / tf.maximum(words, 1.0)) * words
+        if self.model.config.span_loss == "tree_crf":
+            from keras_transformer.training.tree_crf import tree_crf_losses
+
+            total = tf.reduce_sum(tree_crf_losses(span_logits, spans)) + tag_sum
+        else:
+            span_sum, span_count, _ = sums(span_logits, spans)
+            total = (span_sum / tf.maximum(span_count, 1.0) + tag_sum / tf.maximum(words, 1.0)) * words
         right = tf.equal(tf.argmax(tag_logits, axis=-1, output_type=tf.int32), tags) & keep
         return ObjectiveSums(total, total, total, tf.reduce_sum(tf.cast(right, tf.float32)), words)
 

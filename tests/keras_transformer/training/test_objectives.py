@@ -72,3 +72,35 @@ def test_each_model_gets_its_objective(parser):
     with pytest.raises(ValueError, match="target vocabulary's pieces"):
         objective_for(parser, 0.1)
     assert linearize(SMALL).split()[0] == "(S"
+
+
+def test_the_tree_crf_objective_learns_the_trees_the_chart_search_finds():
+    """``span_loss: tree_crf``: the objective is the gold trees' negative log-probabilities plus the
+    tags' cross-entropy, the probe's loss times the words; trained on it, the chart search finds
+    the gold trees."""
+    from keras_transformer.training.tree_crf import tree_crf_losses
+    from pipelines.tasks.parsing.chart import best_tree
+
+    model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                       span_hidden=16, dropout=0.0, span_loss="tree_crf")
+    trees = [SMALL, UNARY]
+    source, target_out = source_batch(trees), tf.constant(target_batch(trees))
+    spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(target_out)
+    objective = SpanObjective(model, PIECES)
+    sums = objective(source, None, target_out, training=False)
+    outputs = model(source)
+    words = sum(len(tree.words()) for tree in trees)
+    tag_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(tags, 0), outputs["tags"])
+    tag_sum = float(tf.reduce_sum(tf.where(tags >= 0, tag_losses, 0.0)))
+    np.testing.assert_allclose(float(sums.total), float(tf.reduce_sum(tree_crf_losses(outputs["spans"], spans)))
+                               + tag_sum, rtol=1e-4)
+    np.testing.assert_allclose(float(sums.total), float(span_parser_loss(outputs, spans, tags, "tree_crf")) * words,
+                               rtol=1e-5)
+    optimizer = keras.optimizers.Adam(0.01)
+    for _ in range(80):
+        with tf.GradientTape() as tape:
+            sums = objective(source, None, target_out, training=True)
+        optimizer.apply(tape.gradient(sums.total, model.trainable_variables), model.trainable_variables)
+    log_probs = tf.nn.log_softmax(model(source)["spans"]).numpy()
+    for row, tree in enumerate(trees):
+        assert best_tree(tree.words(), tree.tags(), log_probs[row], CHAINS) == tree

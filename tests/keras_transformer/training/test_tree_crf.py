@@ -1,0 +1,67 @@
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.training.tree_crf import IGNORE, tree_crf_losses, tree_log_partition
+
+
+@functools.cache
+def binary_trees(i: int, j: int) -> tuple[frozenset, ...]:
+    """Every binary bracketing of words i .. j-1, as its set of spans."""
+    if j - i == 1:
+        return (frozenset({(i, j)}),)
+    return tuple(frozenset({(i, j)}) | left | right for k in range(i + 1, j)
+                 for left in binary_trees(i, k) for right in binary_trees(k, j))
+
+
+def brute_log_partition(potentials: np.ndarray, n: int) -> float:
+    return float(np.logaddexp.reduce([sum(potentials[s] for s in tree) for tree in binary_trees(0, n)]))
+
+
+def test_inside_algorithm_sums_over_every_binary_tree():
+    rng = np.random.default_rng(0)
+    lengths = [5, 1, 3, 4]
+    potentials = rng.normal(size=(len(lengths), 6, 6)).astype(np.float32)
+    got = tree_log_partition(tf.constant(potentials), tf.constant(lengths)).numpy()
+    want = [brute_log_partition(p.astype(np.float64), n) for p, n in zip(potentials, lengths)]
+    assert got == pytest.approx(want, abs=1e-4)
+    # With all potentials 0 the partition counts the trees: the Catalan numbers.
+    zeros = tree_log_partition(tf.zeros([4, 6, 6]), tf.constant([1, 2, 4, 5])).numpy()
+    assert np.exp(zeros) == pytest.approx([1, 1, 5, 14], rel=1e-5)
+
+
+def test_span_marginals_make_a_tree():
+    # The gradient of log Z is each span's probability of being in the tree: a binary tree of n
+    # words has 2n - 1 spans, and the whole sentence and every word are in all of them.
+    potentials = tf.Variable(np.random.default_rng(1).normal(size=(1, 6, 6)).astype(np.float32))
+    with tf.GradientTape() as tape:
+        log_z = tree_log_partition(potentials, tf.constant([5]))
+    marginals = tape.gradient(log_z, potentials).numpy()[0]
+    assert marginals.sum() == pytest.approx(2 * 5 - 1, abs=1e-4)
+    assert marginals[0, 5] == pytest.approx(1.0) and np.diag(marginals, 1) == pytest.approx(np.ones(5))
+    assert np.tril(marginals).sum() == 0.0
+
+
+def test_tree_crf_loss_is_the_gold_trees_negative_log_probability():
+    # Two words, labels ("", "NP", "S"): the gold tree (S (NP w0) w1); every other labelling of the
+    # three spans of the one binary tree is a rival.
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(1, 3, 3, 3)).astype(np.float32)
+    labels = np.full((1, 3, 3), IGNORE, np.int32)
+    labels[0, 0, 1], labels[0, 1, 2], labels[0, 0, 2] = 1, 0, 2
+    loss = float(tree_crf_losses(tf.constant(logits), tf.constant(labels))[0])
+    spans = [(0, 1), (1, 2), (0, 2)]
+    score = {assign: sum(logits[0][s][lab] - logits[0][s][0] for s, lab in zip(spans, assign))
+             for assign in itertools.product(range(3), repeat=3)}
+    want = float(np.logaddexp.reduce(list(score.values()))) - score[(1, 0, 2)]
+    assert loss == pytest.approx(want, abs=1e-4) and loss > 0
+    # A second, padded sentence of one word changes nothing for the first.
+    padded = np.concatenate([labels, np.full((1, 3, 3), IGNORE, np.int32)])
+    padded[1, 0, 1] = 0
+    both = tree_crf_losses(tf.constant(np.concatenate([logits, logits])), tf.constant(padded)).numpy()
+    assert both[0] == pytest.approx(loss, abs=1e-5)
+    assert both[1] == pytest.approx(math.log(np.exp(logits[0, 0, 1] - logits[0, 0, 1, 0]).sum()), abs=1e-5)
