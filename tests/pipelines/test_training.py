@@ -76,7 +76,7 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
     assert (resolved.adam_beta_1, resolved.adam_beta_2, resolved.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert config.checkpoints_kept() >= recipe.checkpoints_to_average
     assert resolved.learning_rate_scale == 1.0
-    assert TrainConfig(preset="cpu-small").resolved().learning_rate_scale == 0.679
+    assert TrainConfig(preset="cpu-small").resolved().learning_rate_scale == 0.960
     changed = TrainConfig(preset="cpu-small", learning_rate_scale=0.5, tokens_per_step=512, warmup_steps=7).resolved()
     assert (changed.learning_rate_scale, changed.tokens_per_batch, changed.warmup_steps) == (0.5, 512, 7)
     with pytest.raises(ConfigError, match="keep_checkpoints.*averages the last 20"):
