@@ -139,7 +139,7 @@ def score(trees, outputs, vocab: Vocab, bias: float, model_seconds: float = 0.0)
             "sentences_per_second": round(len(trees) / seconds, 2)}
 
 
-BIASES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+BIASES = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
 def dev_and_test(parser, splits, vocab: Vocab) -> dict:

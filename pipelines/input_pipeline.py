@@ -141,7 +141,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
     the special-token layout or on ``max_length``). The pairs' lengths go beside it
-    (:func:`_lengths_path`), so that :func:`length_report` need not read the whole cache.
+    (:func:`lengths_path`), so that :func:`length_report` need not read the whole cache.
     """
     import numpy as np
     import tensorflow as tf
@@ -185,7 +185,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     return path
 
 
-def _lengths_path(cache: Path) -> Path:
+def lengths_path(cache: Path) -> Path:
     """The ``[pairs, 2]`` int32 array of (source, target) lengths beside a cache file."""
     return cache.with_suffix(".lengths.npy")
 
@@ -196,7 +196,7 @@ def _save_lengths(cache: Path, lengths: np.ndarray) -> None:
     fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".npy")
     with os.fdopen(fd, "wb") as file:
         np.save(file, lengths)
-    os.replace(tmp, _lengths_path(cache))
+    os.replace(tmp, lengths_path(cache))
 
 
 def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -249,8 +249,8 @@ def length_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: In
     import tensorflow as tf
 
     cache = build_cache(corpus, split, tokenizers, config)
-    if _lengths_path(cache).is_file():
-        lengths = np.load(_lengths_path(cache))
+    if lengths_path(cache).is_file():
+        lengths = np.load(lengths_path(cache))
     else:  # a cache written before the lengths were kept beside it: read once, then keep them
         sizes = tf.data.TFRecordDataset(str(cache)).map(
             lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)

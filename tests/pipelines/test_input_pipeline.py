@@ -97,7 +97,7 @@ def test_length_report_counts_what_max_length_drops(ddtp_corpus, tokenizer, conf
                                                                      cache_dir=config.cache_dir))
     assert wide["pairs_dropped"] == 0 and wide["target_tokens_dropped_share"] == 0.0
     # The lengths kept beside the cache answer later calls; a cache without them is read once.
-    lengths = input_pipeline._lengths_path(cache_path(ddtp_corpus, "test", tokenizer, config))
+    lengths = input_pipeline.lengths_path(cache_path(ddtp_corpus, "test", tokenizer, config))
     assert lengths.is_file()
     lengths.unlink()
     assert length_report(ddtp_corpus, "test", tokenizer, config) == report and lengths.is_file()
