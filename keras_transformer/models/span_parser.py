@@ -7,7 +7,9 @@ off the fenceposts around it, ``[f_j - f_i ; b_i+1 - b_j+1]`` of the two halves 
 state (with learned start and end sentinels), a small MLP scores it for every label and for "no
 constituent" (label 0), and a chart search (``pipelines.tasks.parsing.chart``) picks the best
 tree. Trained with cross-entropy on every span independently (the local model of Teng & Zhang
-2018), so a step costs one encoder pass and no decoding loop. POS tags come from a classifier
+2018), or (``span_loss: tree_crf``) on the gold tree's probability among all trees
+(``keras_transformer.training.tree_crf``); either way a step costs one encoder pass and no
+decoding loop. POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
 ``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings;

@@ -46,13 +46,15 @@ def test_the_spans_depend_on_the_words():
 
 
 def test_config_and_keras_file_round_trip(tmp_path):
-    model = _model(norm_first=False)
+    model = _model(norm_first=False, span_loss="tree_crf")
     source = np.array([[2, 3, 4, 6]], np.int32)
     path = tmp_path / "span.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
-    assert loaded.get_config() == model.get_config()
+    assert loaded.get_config() == model.get_config() and loaded.config.span_loss == "tree_crf"
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
+    with pytest.raises(ValueError, match="span_loss.*local.*tree_crf"):
+        _model(span_loss="crf")
 
 
 def test_it_learns_a_chart_and_the_loss_ignores_padding():
