@@ -194,9 +194,14 @@ def _save_lengths(cache: Path, lengths: np.ndarray) -> None:
     import numpy as np
 
     fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".npy")
-    with os.fdopen(fd, "wb") as file:
-        np.save(file, lengths)
-    os.replace(tmp, lengths_path(cache))
+    try:
+        with os.fdopen(fd, "wb") as file:
+            np.save(file, lengths)
+        os.replace(tmp, lengths_path(cache))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

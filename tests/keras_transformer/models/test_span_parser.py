@@ -120,9 +120,10 @@ def test_a_word_can_be_the_mean_of_its_pieces():
         _model(word_pieces="last")
 
 
-def test_fit_trains_a_span_parser_in_a_notebook():
-    """``compile()`` + ``fit`` with the gold charts and tags: the plain Keras path."""
-    model = _model()
+@pytest.mark.parametrize("span_loss", ["local", "tree_crf"])
+def test_fit_trains_a_span_parser_in_a_notebook(span_loss):
+    """``compile()`` + ``fit`` with the gold charts and tags: the plain Keras path, either loss."""
+    model = _model(span_loss=span_loss)
     source = np.array([[2, 4, 6, 3], [8, 10, 3, 0]], np.int32)
     spans = np.full([2, 4, 4], IGNORE, np.int32)
     spans[0][np.triu_indices(4, 1)], spans[1][np.triu_indices(3, 1)] = 0, 0
