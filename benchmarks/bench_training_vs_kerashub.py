@@ -229,7 +229,8 @@ def main(argv=None) -> int:
     corpus, tokenizer = corpus_and_tokenizer(args)
     # Everything that tokenizes comes before the models: seeding them resets the tokenizer's
     # resources (tensorflow/text#570).
-    from pipelines.input_pipeline import InputConfig, make_dataset, padding_fraction
+    from pipelines.input_pipeline import InputConfig, make_dataset
+    from pipelines.input_reports import padding_fraction
 
     input_config = InputConfig(tokens_per_batch=args.tokens_per_step, max_length=args.max_length)
     data = {"rows": tokenized_rows(corpus, "train", tokenizer),

@@ -20,7 +20,8 @@ from keras_transformer.models.config import SpanParserConfig
 from keras_transformer.models.span_targets import missing_symbols, span_inventory
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
-from pipelines.input_pipeline import DROPPED_TOKENS_WARNING, InputConfig, length_report, make_dataset
+from pipelines.input_pipeline import InputConfig, make_dataset
+from pipelines.input_reports import DROPPED_TOKENS_WARNING, length_report
 from pipelines.tokenization import vocabulary_record
 from pipelines.training.config import TrainConfig, TrainResult
 from pipelines.training.runner import train
