@@ -70,8 +70,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     chosen, stream = [], corpus.pairs("train")
     while len(chosen) < pairs and (chunk := list(itertools.islice(stream, 4 * pairs))):
         sources, targets = ([pair[side] for pair in chunk] for side in (0, 1))
-        lengths = zip(*(map(len, tok.tokenize(texts).to_list()) for tok, texts in ((source_tok, sources),
-                                                                                     (target_tok, targets))))
+        source_lengths = map(len, source_tok.tokenize(sources).to_list())
+        lengths = zip(source_lengths, map(len, target_tok.tokenize(targets).to_list()))
         chosen += [pair for pair, sides in zip(chunk, lengths) if max(sides) + 1 <= limit][: pairs - len(chosen)]
     settings = {**pipeline.train.model, "dropout": 0.0}
     model = Transformer.from_preset(pipeline.train.preset, source_vocab_size=source_tok.vocab_size,
