@@ -204,6 +204,23 @@ def _save_lengths(cache: Path, lengths: np.ndarray) -> None:
         raise
 
 
+def example_lengths(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> np.ndarray:
+    """The ``[pairs, 2]`` (source, target) token counts of ``split``'s cache, every pair, before
+    ``max_length``: read from beside the cache, or (a cache written before they were kept) counted
+    once and kept."""
+    import numpy as np
+    import tensorflow as tf
+
+    cache = build_cache(corpus, split, tokenizers, config)
+    if lengths_path(cache).is_file():
+        return np.load(lengths_path(cache))
+    sizes = tf.data.TFRecordDataset(str(cache)).map(
+        lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)
+    lengths = np.concatenate([batch for batch in sizes.batch(8192).as_numpy_iterator()] or [np.zeros([0, 2])])
+    _save_lengths(cache, lengths.astype(np.int32))
+    return lengths.astype(np.int32)
+
+
 def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     import tensorflow as tf
 
@@ -212,7 +229,7 @@ def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.cast(features["source"], tf.int32), tf.cast(features["target"], tf.int32)
 
 
-def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
+def token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                    training: bool) -> tf.data.Dataset:
     """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
     import tensorflow as tf
@@ -239,7 +256,7 @@ def _token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: I
     return dataset.map(add_specials, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _pad_value(tokenizers: Tokenizers) -> int:
+def pad_value(tokenizers: Tokenizers) -> int:
     source_tok, target_tok = as_vocabulary(tokenizers)
     if source_tok.pad_id != target_tok.pad_id:
         raise ValueError("source and target tokenizers must share the pad id")
@@ -257,8 +274,8 @@ def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inp
     """
     import tensorflow as tf
 
-    pad = _pad_value(tokenizers)
-    dataset = _token_dataset(corpus, split, tokenizers, config, training)
+    pad = pad_value(tokenizers)
+    dataset = token_dataset(corpus, split, tokenizers, config, training)
 
     def length(inputs, target_out):
         if config.bucket_by == "source":
@@ -285,8 +302,8 @@ def make_fixed_length_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers
     Batch size ``tokens_per_batch // max_length``, so the same token budget holds; only for
     comparison (:func:`padding_report`).
     """
-    pad = _pad_value(tokenizers)
+    pad = pad_value(tokenizers)
     n = config.max_length
-    dataset = _token_dataset(corpus, split, tokenizers, config, training)
+    dataset = token_dataset(corpus, split, tokenizers, config, training)
     return dataset.padded_batch(config.tokens_per_batch // n, padded_shapes=(([n], [n]), [n]),
                                 padding_values=((pad, pad), pad))

@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Any
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import (
     InputConfig,
-    _pad_value,
-    _parse,
-    _save_lengths,
-    _token_dataset,
-    build_cache,
-    lengths_path,
+    example_lengths,
     make_dataset,
     make_fixed_length_dataset,
+    pad_value,
+    token_dataset,
 )
 from pipelines.textfiles import DataError
 from pipelines.vocabulary import Vocabulary
@@ -47,17 +44,7 @@ def length_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: In
     ``cpu-small``'s 128 leaves out 2.7% of the pairs, 13% of the target tokens. Training on them
     (``max_length`` 384) made longer output at the hour but no better BLEU, and no fewer loops.
     """
-    import numpy as np
-    import tensorflow as tf
-
-    cache = build_cache(corpus, split, tokenizers, config)
-    if lengths_path(cache).is_file():
-        lengths = np.load(lengths_path(cache))
-    else:  # a cache written before the lengths were kept beside it: read once, then keep them
-        sizes = tf.data.TFRecordDataset(str(cache)).map(
-            lambda record: tf.stack([tf.size(part) for part in _parse(record)]), num_parallel_calls=tf.data.AUTOTUNE)
-        lengths = np.concatenate([batch for batch in sizes.batch(8192).as_numpy_iterator()] or [np.zeros([0, 2])])
-        _save_lengths(cache, lengths.astype(np.int32))
+    lengths = example_lengths(corpus, split, tokenizers, config)
     dropped = (lengths > config.max_length - 1).any(axis=1)
     tokens = max(int(lengths[:, 1].sum()), 1)
     return {"split": split, "max_length": config.max_length, "pairs": len(lengths), "pairs_dropped": int(dropped.sum()),
@@ -117,11 +104,11 @@ def padding_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: I
     ``unbucketed`` pads each batch (of the fixed-length batch size, in corpus order) only to its
     own longest sequence: the gain of bucketing beyond dynamic padding.
     """
-    pad = _pad_value(tokenizers)
+    pad = pad_value(tokenizers)
     bucketed = padding_fraction(make_dataset(corpus, split, tokenizers, config, training=False),
                                 pad)
     fixed = padding_fraction(make_fixed_length_dataset(corpus, split, tokenizers, config), pad)
-    unbucketed_ds = _token_dataset(corpus, split, tokenizers, config, training=False).padded_batch(
+    unbucketed_ds = token_dataset(corpus, split, tokenizers, config, training=False).padded_batch(
         config.tokens_per_batch // config.max_length, padding_values=((pad, pad), pad))
     unbucketed = padding_fraction(unbucketed_ds, pad)
     report = {"bucketed": bucketed, "unbucketed": unbucketed, "fixed_length": fixed}
