@@ -38,6 +38,9 @@ class TranslationObjective:
     its loss is added to ``total``, not to the reported ``loss``, which stays the decoder's.
     """
 
+    #: ``nll`` is a cross-entropy per target token: its exp is a perplexity.
+    per_token_cross_entropy = True
+
     def __init__(self, model, label_smoothing: float):
         self.model, self.label_smoothing = model, float(label_smoothing)
         self.tagged = getattr(model.config, "tagger", "none") != "none"
@@ -74,6 +77,10 @@ class SpanObjective:
     linearised target ids (:class:`~keras_transformer.models.span_targets.SpanTargets`); label
     smoothing does not apply. ``correct`` counts rightly tagged words.
     """
+
+    #: ``nll`` is a loss per word over spans and tags (a tree's, with the CRF), not a token's
+    #: cross-entropy: its exp is no perplexity.
+    per_token_cross_entropy = False
 
     def __init__(self, model, target_pieces: Sequence[str]):
         from keras_transformer.models.span_targets import SpanTargets

@@ -26,7 +26,8 @@ def validation_loss(
 
     Returns ``loss`` (label-smoothed, as trained), ``nll`` (cross-entropy per target token),
     ``perplexity`` = exp(nll), ``token_accuracy`` and ``tokens`` (non-padding target tokens);
-    for a span parser (``objective``: a ``SpanObjective``) per word, the accuracy its tagging's.
+    for a span parser (``objective``: a ``SpanObjective``) per word, the accuracy its tagging's, and
+    no perplexity (its ``nll`` is a loss over spans and tags, not a token's cross-entropy).
     """
     objective = objective or TranslationObjective(model, label_smoothing)
     ids = tf.TensorSpec([None, None], tf.int32)
@@ -46,13 +47,11 @@ def validation_loss(
     if tokens == 0:
         raise ValueError("validation_loss: the dataset holds no target token")
     nll = totals[1] / tokens
-    return {
-        "loss": float(totals[0] / tokens),
-        "nll": float(nll),
-        "perplexity": float(math.exp(min(nll, 700.0))),
-        "token_accuracy": float(totals[2] / tokens),
-        "tokens": int(tokens),
-    }
+    result = {"loss": float(totals[0] / tokens), "nll": float(nll), "token_accuracy": float(totals[2] / tokens),
+              "tokens": int(tokens)}
+    if getattr(objective, "per_token_cross_entropy", True):
+        result["perplexity"] = float(math.exp(min(nll, 700.0)))
+    return result
 
 
 class Validation:
@@ -70,6 +69,7 @@ class Validation:
 
     def __call__(self, step: int) -> dict[str, float]:
         result = validation_loss(self.model, self.dataset, self.label_smoothing, self.max_batches, self.objective)
-        logger.info("validation at step %d: loss %.4f nll %.4f perplexity %.2f accuracy %.3f",
-                    step, result["loss"], result["nll"], result["perplexity"], result["token_accuracy"])
+        perplexity = f" perplexity {result['perplexity']:.2f}" if "perplexity" in result else ""
+        logger.info("validation at step %d: loss %.4f nll %.4f%s accuracy %.3f",
+                    step, result["loss"], result["nll"], perplexity, result["token_accuracy"])
         return result

@@ -34,3 +34,21 @@ def test_the_result_is_the_models_loss_per_target_token():
     assert result["nll"] == pytest.approx(sum(sums) / sum(counts), rel=1e-5)
     assert result["loss"] == pytest.approx(sum(smoothed) / sum(counts), rel=1e-5)
     assert result["perplexity"] == pytest.approx(math.exp(result["nll"]), rel=1e-6)
+
+
+def test_a_span_parsers_validation_reports_no_perplexity():
+    """Its ``nll`` is a loss per word over spans and tags: exp of it would be no perplexity."""
+    from keras_transformer.models.span_parser import SpanParser
+    from keras_transformer.training.objectives import SpanObjective
+    from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
+    from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, source_batch
+    from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
+
+    model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                       span_hidden=16, dropout=0.0)
+    trees = [SMALL, UNARY]
+    source, target_out = source_batch(trees), tf.constant(target_batch(trees))
+    dataset = tf.data.Dataset.from_tensors(((source, target_out), target_out))
+    result = Validation(model, dataset, 0.0, objective=SpanObjective(model, PIECES))(step=1)
+    assert "perplexity" not in result and result["tokens"] == sum(len(t.words()) for t in trees)
+    assert result["loss"] == result["nll"] > 0
