@@ -11,6 +11,11 @@ an hour of a new translation model or recipe:
   is no test here: a decoder that memorised 40 targets needs the source for their first tokens
   only; the first wiring run had 0.014 nats per token with the sources, 0.39 without.)
 
+``--optimizer recipe`` trains with the config's own recipe (section 5.3's Adam, its warm-up, peak
+and scale, as the training stage builds it, without the run's final decay) instead of a fixed Adam
+at 1e-3, so that the check covers the recipe as well as the model; a warm-up of hundreds of steps
+then needs ``--max-steps`` beyond it.
+
 ``--config`` takes the pipeline config whose model and input settings are checked (``cpu-small``
 by default) and ``--set`` changes them as the flows' ``--set`` does; pairs longer than the config's
 ``input.max_length`` are skipped, as training skips them. Without ``--corpus-dir`` the bundled DDTP
@@ -58,9 +63,10 @@ def _bleu(model, tokenizers, pairs, beam_size: int, sources: list[str] | None = 
 
 
 def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600, eval_every: int = 100,
-          beam_size: int = 4, learning_rate: float = 1e-3) -> dict:
-    """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model; returns BLEU on them
-    and the loss with and without the source."""
+          beam_size: int = 4, learning_rate: float = 1e-3, optimizer: str = "fixed") -> dict:
+    """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model (and, ``optimizer``
+    ``"recipe"``, its training recipe's optimizer; ``"fixed"``: Adam at ``learning_rate``); returns
+    BLEU on them and the loss with and without the source."""
     import keras
 
     from keras_transformer import Transformer
@@ -78,7 +84,13 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
                                     target_vocab_size=target_tok.vocab_size, **settings)
     config = model.config
     source, target_in, target_out = arrays(chosen, source_tok, target_tok, config.eos_id, config.bos_id)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate, beta_2=0.98, epsilon=1e-9),
+    if optimizer == "recipe":
+        trained_with = pipeline.train.resolved().optimizer(config.d_model)
+    elif optimizer == "fixed":
+        trained_with = keras.optimizers.Adam(learning_rate, beta_2=0.98, epsilon=1e-9)
+    else:
+        raise ValueError(f"--optimizer must be 'fixed' or 'recipe', got {optimizer!r}")
+    model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
@@ -94,7 +106,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     # An empty sentence is encoded as EOS alone, as the loss check's removed sources are.
     blind = _bleu(model, tokenizers, chosen, beam_size, sources=[""] * len(chosen))
     losses = source_losses(model, source, target_in, target_out)
-    return {"pairs": len(chosen), "max_length": limit, "parameters": model.count_params(), "steps": steps,
+    return {"pairs": len(chosen), "max_length": limit, "optimizer": optimizer, "parameters": model.count_params(),
+            "steps": steps,
             "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
             "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,
             "bleu_source_removed": round(blind["bleu"], 2), "example_source_removed": blind["example"]["hypothesis"],
@@ -110,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-dir", type=Path, help="a prepared corpus (default: the bundled DDTP, prepared here)")
     parser.add_argument("--tokenizer", type=Path, help="a shared SentencePiece model (default: trained here)")
     parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--optimizer", choices=("fixed", "recipe"), default="fixed",
+                        help="Adam at 1e-3 (the model alone), or the config's recipe (model and recipe)")
+    parser.add_argument("--max-steps", type=int, default=600)
     parser.add_argument("--smoke", action="store_true", help="tiny model and budget (the test suite)")
     parser.add_argument("--output", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
@@ -137,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             models = Vocabulary(args.tokenizer, args.tokenizer)
         else:
             models = train_tokenizer(corpus, pipeline.tokenizer, Path(tmp) / "tokenizer")
-        options = {"pairs": args.pairs}
+        options = {"pairs": args.pairs, "max_steps": args.max_steps, "optimizer": args.optimizer}
         if args.smoke:
-            options = {"pairs": 10, "max_steps": 20, "eval_every": 10, "beam_size": 2}
+            options.update(pairs=10, max_steps=20, eval_every=10, beam_size=2)
         result = check(pipeline, corpus, load_tokenizers(models), **options)
     report = {"benchmark": "translation_wiring", "config": str(args.config), "settings": args.set,
               "smoke": args.smoke, **result}

@@ -145,8 +145,9 @@ def test_translation_wiring_check_reports_overfit_bleu_and_the_source_zeroed_los
                                                                                   tokenizer, tmp_path):
     report = run_json(REPO / "benchmarks" / "bench_translation_wiring.py", "--smoke", "--corpus-dir",
                       ddtp_corpus.directory, "--tokenizer", tokenizer_model, "--set", "input.max_length=64",
-                      "--output", tmp_path / "wiring.json")
+                      "--optimizer", "recipe", "--output", tmp_path / "wiring.json")
     assert report["settings"] == ["input.max_length=64"] and report["max_length"] == 64
+    assert report["optimizer"] == "recipe"
     assert report["pairs"] == 10 and [h["steps"] for h in report["history"]] == [10, 20]
     assert 0 <= report["overfit"]["bleu"] <= 100 and report["overfit"]["example"]["reference"]
     # The pairs are the first training pairs that fit max_length on both sides, as training reads them.
