@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 #: The biases tried (log-odds added to every span; 0 is the model's own decision). A local model is
 #: shy of constituents (its best bias is above 0); a tree CRF's can be below.
-BIASES = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+BIASES = (-2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
 def bias_f1(parser, pairs: list[tuple[str, str]], biases=BIASES) -> dict[float, float]:
