@@ -13,6 +13,9 @@ from dataclasses import dataclass
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 TAGGERS = ("none", "auxiliary", "fused")
 SPAN_LOSSES = ("local", "tree_crf")
+#: What the chart search adds up: each span's own constituent log-odds, or those of its marginal
+#: probability of being a constituent under the tree CRF (minimum Bayes risk decoding).
+CHART_SCORES = ("log_odds", "marginals")
 WORD_PIECES = ("first", "mean")
 
 
@@ -202,6 +205,10 @@ class SpanParserConfig(_VocabularyChecks):
     ``span_loss``: ``local``, cross-entropy over every span on its own (Teng & Zhang 2018), or
     ``tree_crf``, the gold tree's probability among all trees
     (:mod:`keras_transformer.training.tree_crf`; Zhang, Zhou & Li 2020, supar's parser).
+    ``chart_scores``: what the chart search adds up per span: ``log_odds``, the span's own log-odds
+    of being a constituent, or ``marginals``, the log-odds of its probability of being a constituent
+    of the tree, summed over all trees by the tree CRF (:func:`keras_transformer.training.tree_crf.
+    span_marginals`; supar's ``--mbr``, Zhang, Zhou & Li 2020, section 3.3).
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -223,6 +230,7 @@ class SpanParserConfig(_VocabularyChecks):
     char_dim: int = 0
     spell_dropped: bool = False
     span_loss: str = "local"
+    chart_scores: str = "log_odds"
     source_pieces: tuple[str, ...] = ()
     bias: float = 0.0
     pad_id: int = 0
@@ -258,6 +266,8 @@ class SpanParserConfig(_VocabularyChecks):
             fail("spell_dropped", self.spell_dropped, "keeps the words' spelling: set char_dim too")
         if self.span_loss not in SPAN_LOSSES:
             fail("span_loss", self.span_loss, f"use one of {SPAN_LOSSES}")
+        if self.chart_scores not in CHART_SCORES:
+            fail("chart_scores", self.chart_scores, f"use one of {CHART_SCORES}")
         for name in ("labels", "tags", "source_pieces"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):

@@ -9,7 +9,8 @@ constituent" (label 0), and a chart search (``pipelines.tasks.parsing.chart``) p
 tree. Trained with cross-entropy on every span independently (the local model of Teng & Zhang
 2018), or (``span_loss: tree_crf``) on the gold tree's probability among all trees
 (``keras_transformer.training.tree_crf``); either way a step costs one encoder pass and no
-decoding loop. POS tags come from a classifier
+decoding loop; the chart search adds up each span's own log-odds or (``chart_scores: marginals``)
+those of its probability of being in the tree under the tree CRF. POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
 ``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings;

@@ -13,7 +13,8 @@ algorithm, :func:`tree_log_partition`, with span potentials ``log sum_l exp(s_l 
 tree with n-ary nodes stands for all its binarisations, their extra spans labelled empty (potential
 0): they add the same constant (the log of their number) to every tree's term, so the gold term is
 the sum of its constituents' ``s_l - s_0``. Chart decoding (``decoding.chart.decode_chart``) reads
-the same log-odds, so nothing changes after training.
+the same log-odds, so nothing changes after training; or (:func:`span_marginals`) each span's
+probability of being in the tree, the gradient of the partition (minimum Bayes risk decoding).
 """
 
 from __future__ import annotations
@@ -72,3 +73,17 @@ def tree_crf_losses(span_logits: tf.Tensor, span_labels: tf.Tensor) -> tf.Tensor
     gold = tf.gather(log_odds, tf.maximum(span_labels, 0), axis=-1, batch_dims=3)
     gold = tf.reduce_sum(tf.where(span_labels > 0, gold, 0.0), axis=[1, 2])
     return tree_log_partition(potentials, tf.maximum(lengths, 1)) - gold
+
+
+def span_marginals(potentials: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
+    """``[batch, n + 1, n + 1]``: the probability that span ``(i, j)`` is in the binary tree, summed
+    over all trees weighted by :func:`tree_log_partition`'s potentials (0 where ``j > lengths[b]``).
+
+    The gradient of the log-partition by the span potentials (the outside pass, done by autodiff):
+    every tree holds ``2n - 1`` spans, the whole sentence and each word with probability 1.
+    """
+    potentials = tf.convert_to_tensor(potentials, tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(potentials)
+        log_partition = tf.reduce_sum(tree_log_partition(potentials, lengths))
+    return tape.gradient(log_partition, potentials)

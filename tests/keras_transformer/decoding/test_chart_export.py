@@ -155,3 +155,15 @@ def test_a_parser_that_spells_its_words_exports_the_same_trees(tokenizer, tmp_pa
     assert sum(depth(tree) >= 2 for tree in expected) >= 5, expected
     parser = ExportedChartParser(export_chart_parser(model, tokenizer, tmp_path / "spelling"))
     assert parser.translate(SENTENCES, batch_size=5) == expected
+
+
+def test_a_parser_decoding_marginals_exports_the_same_trees(model, tokenizer, tmp_path):
+    """``chart_scores: marginals`` runs the tree CRF's inside pass and its gradient in the graph:
+    the SavedModel must parse exactly as the Keras model does."""
+    marginal = SpanParser.from_config({**model.get_config(), "chart_scores": "marginals"})
+    marginal.build()
+    marginal.set_weights(model.get_weights())
+    expected = ChartParser(marginal, tokenizer).translate(SENTENCES)
+    assert expected != ChartParser(model, tokenizer).translate(SENTENCES)
+    parser = ExportedChartParser(export_chart_parser(marginal, tokenizer, tmp_path / "marginals"))
+    assert parser.translate(SENTENCES, batch_size=5) == expected

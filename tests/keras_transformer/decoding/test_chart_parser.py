@@ -51,3 +51,27 @@ def test_names_are_required_and_checked(parser, tokenizer):
     with pytest.raises(ValueError, match="must start with the empty label"):
         SpanParser.from_config({**model.get_config(), "labels": ["NP", "VP"]})
     assert np.isclose(parser.bias, 0.5)
+
+
+def test_marginal_chart_scores_are_the_tree_crfs_constituent_probabilities(parser, tokenizer):
+    """``chart_scores: marginals``: a span's "empty" log-probability becomes that of not being a
+    constituent of the tree, ``1 - m (1 - p_0)``; the labels' are the model's own."""
+    from keras_transformer.training.tree_crf import span_marginals
+
+    model = parser.model
+    marginal = SpanParser.from_config({**model.get_config(), "chart_scores": "marginals"})
+    marginal.build()
+    marginal.set_weights(model.get_weights())
+    mbr = ChartParser(marginal, tokenizer, batch_size=2)
+    for sentence, (own, _), (spans, _) in zip(SENTENCES, parser.scores(SENTENCES), mbr.scores(SENTENCES)):
+        n = len(sentence.split())
+        np.testing.assert_allclose(spans[..., 1:], own[..., 1:], rtol=1e-6)
+        constituent = -np.expm1(own[..., 0])
+        m = span_marginals(-own[None, ..., 0], [n]).numpy()[0]
+        upper = np.triu_indices(n + 1, 1)
+        np.testing.assert_allclose(1 - np.exp(spans[..., 0])[upper], (m * constituent)[upper], atol=1e-5)
+        # The sentence and each word are in every tree: their odds are the model's own.
+        assert 1 - np.exp(spans[0, n, 0]) == pytest.approx(constituent[0, n], abs=1e-5)
+    trees = mbr.translate(SENTENCES)
+    best, parsed, repaired = parse_sentences(mbr, SENTENCES, constrained=True)
+    assert repaired == 0 and best == trees and [t.words() for t in parsed] == [s.split() for s in SENTENCES]

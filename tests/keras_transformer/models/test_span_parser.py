@@ -46,12 +46,13 @@ def test_the_spans_depend_on_the_words():
 
 
 def test_config_and_keras_file_round_trip(tmp_path):
-    model = _model(norm_first=False, span_loss="tree_crf")
+    model = _model(norm_first=False, span_loss="tree_crf", chart_scores="marginals")
     source = np.array([[2, 3, 4, 6]], np.int32)
     path = tmp_path / "span.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.get_config() == model.get_config() and loaded.config.span_loss == "tree_crf"
+    assert loaded.config.chart_scores == "marginals"
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
     with pytest.raises(ValueError, match="span_loss.*local.*tree_crf"):
         _model(span_loss="crf")
@@ -68,7 +69,9 @@ def test_it_learns_a_chart_and_the_loss_ignores_padding():
     optimizer = keras.optimizers.Adam(1e-2)
     first = float(span_parser_loss(model(source), spans, tags))
 
-    @tf.function
+    # No autograph (the step has no tensor-dependent Python control flow): its conversion cache
+    # once handed this step another function's conversion after the export tests in one process.
+    @tf.function(autograph=False)
     def step():
         with tf.GradientTape() as tape:
             loss = span_parser_loss(model(source, training=True), spans, tags)
@@ -84,7 +87,7 @@ def test_it_learns_a_chart_and_the_loss_ignores_padding():
 
 @pytest.mark.parametrize("setting, value, message", [
     ("d_model", 15, "must be even"), ("word_start_ids", [], "word_start_ids"), ("labels", ["NP"], "empty label"),
-    ("tags", [], "POS `tags`")])
+    ("tags", [], "POS `tags`"), ("chart_scores", "mbr", "chart_scores")])
 def test_bad_settings_name_themselves(setting, value, message):
     with pytest.raises(ValueError, match=message):
         SpanParser(**{"source_vocab_size": VOCAB, "labels": LABELS, "tags": TAGS, "word_start_ids": WORD_STARTS,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.training.tree_crf import IGNORE, tree_crf_losses, tree_log_partition
+from keras_transformer.training.tree_crf import IGNORE, span_marginals, tree_crf_losses, tree_log_partition
 
 
 @functools.cache
@@ -34,16 +34,23 @@ def test_inside_algorithm_sums_over_every_binary_tree():
     assert np.exp(zeros) == pytest.approx([1, 1, 5, 14], rel=1e-5)
 
 
-def test_span_marginals_make_a_tree():
-    # The gradient of log Z is each span's probability of being in the tree: a binary tree of n
-    # words has 2n - 1 spans, and the whole sentence and every word are in all of them.
-    potentials = tf.Variable(np.random.default_rng(1).normal(size=(1, 6, 6)).astype(np.float32))
-    with tf.GradientTape() as tape:
-        log_z = tree_log_partition(potentials, tf.constant([5]))
-    marginals = tape.gradient(log_z, potentials).numpy()[0]
-    assert marginals.sum() == pytest.approx(2 * 5 - 1, abs=1e-4)
-    assert marginals[0, 5] == pytest.approx(1.0) and np.diag(marginals, 1) == pytest.approx(np.ones(5))
-    assert np.tril(marginals).sum() == 0.0
+def test_span_marginals_are_each_spans_probability_of_being_in_the_tree():
+    rng = np.random.default_rng(1)
+    lengths = [5, 2, 4]
+    potentials = rng.normal(size=(len(lengths), 6, 6)).astype(np.float32)
+    marginals = span_marginals(tf.constant(potentials), tf.constant(lengths)).numpy()
+    for row, n in enumerate(lengths):
+        trees = binary_trees(0, n)
+        weights = np.exp([sum(float(potentials[row][s]) for s in tree) for tree in trees])
+        weights /= weights.sum()
+        want = np.zeros((6, 6))
+        for tree, weight in zip(trees, weights):
+            for span in tree:
+                want[span] += weight
+        assert marginals[row] == pytest.approx(want, abs=1e-4)
+        # A binary tree of n words has 2n - 1 spans; the sentence and every word are in all of them.
+        assert marginals[row].sum() == pytest.approx(2 * n - 1, abs=1e-4)
+        assert marginals[row, 0, n] == pytest.approx(1.0) and np.diag(marginals[row], 1)[:n] == pytest.approx(1.0)
 
 
 def test_tree_crf_loss_is_the_gold_trees_negative_log_probability():
