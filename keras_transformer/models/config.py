@@ -209,6 +209,12 @@ class SpanParserConfig(_VocabularyChecks):
     of being a constituent, or ``marginals``, the log-odds of its probability of being a constituent
     of the tree, summed over all trees by the tree CRF (:func:`keras_transformer.training.tree_crf.
     span_marginals`; supar's ``--mbr``, Zhang, Zhou & Li 2020, section 3.3).
+    ``word_lstm`` (0: none): layers of bidirectional LSTMs (``d_model / 2`` units each way) over the
+    word states, whose forward and backward halves become the fenceposts the spans are read from
+    (the BiLSTM span features of Stern et al. 2017 and of supar's parser, Zhang, Zhou & Li 2020);
+    the tagger keeps reading the encoder's word states. ``span_biaffine`` (0: none): the width of
+    a biaffine bracket scorer over the fenceposts (Dozat & Manning 2017, as in supar's parser),
+    ``[l_i; 1]^T W [r_j; 1]``, added to every label's log-odds of span ``(i, j)``.
     ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
     """
 
@@ -231,6 +237,8 @@ class SpanParserConfig(_VocabularyChecks):
     spell_dropped: bool = False
     span_loss: str = "local"
     chart_scores: str = "log_odds"
+    word_lstm: int = 0
+    span_biaffine: int = 0
     source_pieces: tuple[str, ...] = ()
     bias: float = 0.0
     pad_id: int = 0
@@ -260,6 +268,10 @@ class SpanParserConfig(_VocabularyChecks):
             fail("piece_dropout", self.piece_dropout, "must be in [0, 1)")
         if not isinstance(self.char_dim, int) or isinstance(self.char_dim, bool) or self.char_dim < 0:
             fail("char_dim", self.char_dim, "must be a non-negative integer (0: no character CNN)")
+        for name in ("word_lstm", "span_biaffine"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                fail(name, value, "must be a non-negative integer (0: none)")
         if not isinstance(self.spell_dropped, bool):
             fail("spell_dropped", self.spell_dropped, "must be true or false")
         if self.spell_dropped and not self.char_dim:

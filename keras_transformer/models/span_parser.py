@@ -15,6 +15,8 @@ over each word's state. A word's state is that of its first subword piece, or th
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
 ``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings;
 with ``spell_dropped``, piece dropout hides a piece's embedding but not its characters.
+Optionally the spans are read as supar's parser reads them: from bidirectional LSTMs over the word
+states (``word_lstm``), with a biaffine bracket score added (``span_biaffine``).
 
 Inputs: ``source_ids`` ``[batch, pieces]`` padded with ``pad_id``. Outputs: ``{"spans": [batch,
 n + 1, n + 1, num_labels], "tags": [batch, n, num_tags]}`` float32 logits, ``n`` the batch's
@@ -100,6 +102,13 @@ class SpanParser(keras.Model):
         self.span_output = keras.layers.Dense(self.num_labels, name="span_output")
         self.tag_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="tag_norm")
         self.tag_output = keras.layers.Dense(self.num_tags, name="tag_output")
+        self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True),
+                                                      name=f"word_lstm_{i}") for i in range(c.word_lstm)]
+        self.lstm_dropout = keras.layers.Dropout(c.dropout)
+        self.biaffine_left = self.biaffine_right = None
+        if c.span_biaffine:
+            self.biaffine_left = keras.layers.Dense(c.span_biaffine, activation="relu", name="biaffine_left")
+            self.biaffine_right = keras.layers.Dense(c.span_biaffine, activation="relu", name="biaffine_right")
         self._half = half
 
     @classmethod
@@ -140,6 +149,13 @@ class SpanParser(keras.Model):
         self.span_output.build((None, None, None, self.span_hidden))
         self.tag_norm.build(hidden)
         self.tag_output.build(hidden)
+        for lstm in self.word_lstms:
+            lstm.build(hidden)
+        if self.biaffine_left is not None:
+            k = self.config.span_biaffine
+            self.biaffine_left.build(hidden)
+            self.biaffine_right.build(hidden)
+            self.biaffine = self.add_weight(name="biaffine", shape=(k + 1, k + 1), initializer="zeros")
         self.built = True
 
     def get_build_config(self):
@@ -219,6 +235,12 @@ class SpanParser(keras.Model):
         encoded = self.encode(source_ids, training=training, read_ids=pieces, spelled=spelled, index=index)
         words, lengths = self.word_states(source_ids, encoded, index)
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
+        tags = self.tag_output(self.tag_norm(words))
+        if self.word_lstms:
+            real = ops.arange(n)[None, :] < lengths[:, None]
+            for lstm in self.word_lstms:
+                words = self.lstm_dropout(lstm(words, mask=real, training=training), training=training)
+            words = words * ops.cast(real, words.dtype)[:, :, None]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).
         fence = ops.concatenate([ops.broadcast_to(self.sentinels[0], (batch, 1, self.d_model)), words,
@@ -230,8 +252,22 @@ class SpanParser(keras.Model):
         # [batch, i, j, h]: f_j - f_i + b_i+1 - b_j+1
         spans = (forward[:, None, :, :] - forward[:, :, None, :]) + (backward[:, :, None, :] - backward[:, None, :, :])
         spans = self.span_output(ops.relu(self.span_norm(spans)))
-        tags = self.tag_output(self.tag_norm(words))
+        if self.biaffine_left is not None:
+            spans = spans + self.brackets(fence, n)[..., None] * ops.cast(self._constituent_labels, spans.dtype)
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
+
+    def brackets(self, fence, n):
+        """``[batch, n + 1, n + 1]`` biaffine bracket scores ``[l_i; 1]^T W [r_j; 1]`` of the boundaries
+        ``[f_i; b_i+1]``, fenceposts ``i, j`` = 0 .. n (``span_biaffine``)."""
+        boundaries = ops.concatenate([fence[:, : n + 1, : self._half], fence[:, 1:, self._half:]], axis=-1)
+        left, right = self.biaffine_left(boundaries), self.biaffine_right(boundaries)
+        ones = ops.ones_like(left[..., :1])
+        left, right = ops.concatenate([left, ones], axis=-1), ops.concatenate([right, ones], axis=-1)
+        return ops.einsum("bik,kl,bjl->bij", left, ops.cast(self.biaffine, left.dtype), right)
+
+    @property
+    def _constituent_labels(self):
+        return np.asarray([0.0] + [1.0] * (self.num_labels - 1), np.float32)
 
     def compile(self, optimizer="auto", **kwargs):
         """``keras.Model.compile``; ``"auto"`` is section 5.3's Adam on equation (3) with the

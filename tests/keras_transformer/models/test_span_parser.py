@@ -29,8 +29,12 @@ def test_outputs_are_per_span_and_per_word():
     assert outputs["spans"].dtype == "float32"
 
 
-def test_padding_leaves_a_sentence_unchanged():
-    model = _model()
+SUPAR_SPANS = dict(word_lstm=1, span_biaffine=8)
+
+
+@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm+biaffine"])
+def test_padding_leaves_a_sentence_unchanged(options):
+    model = _model(**options)
     alone = model(np.array([[8, 10, 11]], np.int32))
     padded = model(np.array([[8, 10, 11, 0, 0], [2, 4, 6, 12, 14]], np.int32))
     # Sentence 0's two words: its spans (0..2) and tags are the same beside a longer neighbour.
@@ -38,8 +42,9 @@ def test_padding_leaves_a_sentence_unchanged():
     np.testing.assert_allclose(padded["tags"][0, :2], alone["tags"][0], atol=1e-5)
 
 
-def test_the_spans_depend_on_the_words():
-    model = _model()
+@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm+biaffine"])
+def test_the_spans_depend_on_the_words(options):
+    model = _model(**options)
     before = np.asarray(model(np.array([[2, 4, 6]], np.int32))["spans"])
     after = np.asarray(model(np.array([[2, 4, 8]], np.int32))["spans"])
     assert np.abs(after - before).max() > 1e-4
@@ -56,6 +61,30 @@ def test_config_and_keras_file_round_trip(tmp_path):
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
     with pytest.raises(ValueError, match="span_loss.*local.*tree_crf"):
         _model(span_loss="crf")
+
+
+def test_word_lstm_and_biaffine_round_trip_and_score_brackets(tmp_path):
+    """``word_lstm`` adds BiLSTM layers over the words, ``span_biaffine`` a bracket score that
+    every constituent label shares and the empty label does not."""
+    model = _model(span_loss="tree_crf", **SUPAR_SPANS)
+    assert {"word_lstm_0", "biaffine_left", "biaffine_right"} <= {layer.name for layer in model.layers}
+    model.biaffine.assign(np.random.default_rng(0).normal(size=model.biaffine.shape))
+    source = np.array([[2, 3, 4, 6, 8]], np.int32)
+    path = tmp_path / "supar.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config() == model.get_config() and loaded.config.word_lstm == 1
+    np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-5)
+    with_brackets = np.asarray(model(source)["spans"])
+    model.biaffine.assign(np.zeros(model.biaffine.shape))
+    without = np.asarray(model(source)["spans"])
+    shift = with_brackets - without
+    np.testing.assert_allclose(shift[..., 0], 0.0, atol=1e-6)
+    np.testing.assert_allclose(shift[..., 1:], np.repeat(shift[..., 1:2], len(LABELS) - 1, axis=-1), atol=1e-5)
+    assert np.abs(shift).max() > 1e-3
+    for setting in ("word_lstm", "span_biaffine"):
+        with pytest.raises(ValueError, match=setting):
+            _model(**{setting: -1})
 
 
 def test_it_learns_a_chart_and_the_loss_ignores_padding():
