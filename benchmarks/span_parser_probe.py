@@ -298,9 +298,7 @@ def main(argv=None) -> int:
         result.update(dev_and_test(ChartParser(model, tokenizer), splits, vocab))
         # The same weights decoded the other way (each span's own log-odds, or its tree marginal's).
         other = "marginals" if model.config.chart_scores == "log_odds" else "log_odds"
-        twin = SpanParser.from_config({**model.get_config(), "chart_scores": other})
-        twin.build()
-        twin.set_weights(model.get_weights())
+        twin = model.with_chart_scores(other)
         result[f"chart_scores_{other}"] = dev_and_test(ChartParser(twin, tokenizer), splits, vocab)
         model.with_bias(result["dev"]["bias"])  # the saved model decodes as scored
         result["dev"]["loss"] = mean_loss(model, examples["dev"])

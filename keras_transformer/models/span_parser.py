@@ -293,6 +293,14 @@ class SpanParser(keras.Model):
         """Sets the decoding bias (recorded in ``get_config``, so a saved model keeps it)."""
         self.config = dataclasses.replace(self.config, bias=float(bias))
 
+    def with_chart_scores(self, chart_scores: str) -> SpanParser:
+        """A copy of this parser, same weights, whose chart search adds up ``chart_scores``
+        (``log_odds`` or ``marginals``): the two decodings of one trained model, side by side."""
+        twin = SpanParser.from_config({**self.get_config(), "chart_scores": chart_scores})
+        twin.build()
+        twin.set_weights(self.get_weights())
+        return twin
+
     def get_config(self):
         config = super().get_config()
         config.update(self.config.to_dict())

@@ -160,9 +160,7 @@ def test_a_parser_that_spells_its_words_exports_the_same_trees(tokenizer, tmp_pa
 def test_a_parser_decoding_marginals_exports_the_same_trees(model, tokenizer, tmp_path):
     """``chart_scores: marginals`` runs the tree CRF's inside pass and its gradient in the graph:
     the SavedModel must parse exactly as the Keras model does."""
-    marginal = SpanParser.from_config({**model.get_config(), "chart_scores": "marginals"})
-    marginal.build()
-    marginal.set_weights(model.get_weights())
+    marginal = model.with_chart_scores("marginals")
     expected = ChartParser(marginal, tokenizer).translate(SENTENCES)
     assert expected != ChartParser(model, tokenizer).translate(SENTENCES)
     parser = ExportedChartParser(export_chart_parser(marginal, tokenizer, tmp_path / "marginals"))

@@ -59,9 +59,7 @@ def test_marginal_chart_scores_are_the_tree_crfs_constituent_probabilities(parse
     from keras_transformer.training.tree_crf import span_marginals
 
     model = parser.model
-    marginal = SpanParser.from_config({**model.get_config(), "chart_scores": "marginals"})
-    marginal.build()
-    marginal.set_weights(model.get_weights())
+    marginal = model.with_chart_scores("marginals")
     mbr = ChartParser(marginal, tokenizer, batch_size=2)
     for sentence, (own, _), (spans, _) in zip(SENTENCES, parser.scores(SENTENCES), mbr.scores(SENTENCES)):
         n = len(sentence.split())
