@@ -237,10 +237,13 @@ class SpanParser(keras.Model):
         batch, n = ops.shape(words)[0], ops.shape(words)[1]
         tags = self.tag_output(self.tag_norm(words))
         if self.word_lstms:
-            real = ops.arange(n)[None, :] < lengths[:, None]
+            # One masked step more than the batch's words: an LSTM cannot run over no steps at all
+            # (a batch of empty sentences).
+            words = ops.concatenate([words, ops.zeros((batch, 1, self.d_model), words.dtype)], axis=1)
+            real = ops.arange(n + 1)[None, :] < lengths[:, None]
             for lstm in self.word_lstms:
                 words = self.lstm_dropout(lstm(words, mask=real, training=training), training=training)
-            words = words * ops.cast(real, words.dtype)[:, :, None]
+            words = (words * ops.cast(real, words.dtype)[:, :, None])[:, :n]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).
         fence = ops.concatenate([ops.broadcast_to(self.sentinels[0], (batch, 1, self.d_model)), words,

@@ -34,6 +34,9 @@ def tree_log_partition(potentials: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
     ``inside(i, i + k) + inside(i + k, i + w)`` of every span of width ``w`` are two slices.
     """
     potentials = tf.convert_to_tensor(potentials, tf.float32)
+    # A batch of empty sentences (n = 0) is read as one word of potential 0: no chart is empty.
+    short = tf.maximum(2 - tf.shape(potentials)[1], 0)
+    potentials = tf.pad(potentials, [[0, 0], [0, short], [0, short]])
     n = tf.shape(potentials)[1] - 1
     rows = tf.range(n + 1)
 

@@ -53,6 +53,14 @@ def test_span_marginals_are_each_spans_probability_of_being_in_the_tree():
         assert marginals[row, 0, n] == pytest.approx(1.0) and np.diag(marginals[row], 1)[:n] == pytest.approx(1.0)
 
 
+def test_a_batch_of_empty_sentences_has_a_partition_and_marginals():
+    """A chart of no words (a batch holding only empty sentences, n = 0) still runs, in the graph too."""
+    empty = tf.zeros([2, 1, 1])
+    assert tree_log_partition(empty, tf.constant([1, 1])).numpy() == pytest.approx([0.0, 0.0])
+    marginals = tf.function(span_marginals)(empty, tf.constant([1, 1])).numpy()
+    assert marginals.shape == (2, 1, 1) and np.all(marginals == 0.0)
+
+
 def test_tree_crf_loss_is_the_gold_trees_negative_log_probability():
     # Two words, labels ("", "NP", "S"): the gold tree (S (NP w0) w1); every other labelling of the
     # three spans of the one binary tree is a rival.
