@@ -102,7 +102,8 @@ class SpanParser(keras.Model):
         self.span_output = keras.layers.Dense(self.num_labels, name="span_output")
         self.tag_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="tag_norm")
         self.tag_output = keras.layers.Dense(self.num_tags, name="tag_output")
-        self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True),
+        # A named LSTM: Bidirectional names its two copies after it, and checkpoints are read by name.
+        self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True, name="lstm"),
                                                       name=f"word_lstm_{i}") for i in range(c.word_lstm)]
         self.lstm_dropout = keras.layers.Dropout(c.dropout)
         self.biaffine_left = self.biaffine_right = None

@@ -234,3 +234,10 @@ def test_piece_dropout_hides_the_spelling_unless_spell_dropped(spell_dropped):
     assert spell_dropped or (read[0] == 1).any()
     with pytest.raises(ValueError, match="spell_dropped.*char_dim"):
         _model(spell_dropped=True)
+
+
+def test_two_parsers_in_one_process_name_their_weights_alike():
+    """Checkpoints are read by weight path below the model's name: a second ``word_lstm`` parser in
+    the same process (the averaging stage after training) must not get ``forward_lstm_1``."""
+    paths = [[v.path.split("/", 1)[1] for v in _model(**SUPAR_SPANS).weights] for _ in range(2)]
+    assert paths[0] == paths[1] and "word_lstm_0/forward_lstm/lstm_cell/kernel" in paths[0]
