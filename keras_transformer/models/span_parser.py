@@ -257,7 +257,8 @@ class SpanParser(keras.Model):
         spans = (forward[:, None, :, :] - forward[:, :, None, :]) + (backward[:, :, None, :] - backward[:, None, :, :])
         spans = self.span_output(ops.relu(self.span_norm(spans)))
         if self.biaffine_left is not None:
-            spans = spans + self.brackets(fence, n)[..., None] * ops.cast(self._constituent_labels, spans.dtype)
+            brackets = ops.cast(self.brackets(fence, n), spans.dtype)[..., None]
+            spans = ops.concatenate([spans[..., :1], spans[..., 1:] + brackets], axis=-1)
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
 
     def brackets(self, fence, n):
@@ -268,10 +269,6 @@ class SpanParser(keras.Model):
         ones = ops.ones_like(left[..., :1])
         left, right = ops.concatenate([left, ones], axis=-1), ops.concatenate([right, ones], axis=-1)
         return ops.einsum("bik,kl,bjl->bij", left, ops.cast(self.biaffine, left.dtype), right)
-
-    @property
-    def _constituent_labels(self):
-        return np.asarray([0.0] + [1.0] * (self.num_labels - 1), np.float32)
 
     def compile(self, optimizer="auto", **kwargs):
         """``keras.Model.compile``; ``"auto"`` is section 5.3's Adam on equation (3) with the
