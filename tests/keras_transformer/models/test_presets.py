@@ -36,11 +36,12 @@ def test_base_and_big_counts_are_close_to_the_paper():
 
 
 def test_shared_embedding_is_one_matrix_and_separate_vocabularies_are_two():
-    shared = Transformer.from_preset("demo", vocab_size=1000)
+    # Output projections tied to the embeddings, so that only the embeddings differ in size.
+    shared = Transformer.from_preset("demo", vocab_size=1000, tie_output_embeddings=True)
     shared.build()
     assert shared.source_embedding is shared.target_embedding
     separate = Transformer.from_preset("demo", source_vocab_size=1000, target_vocab_size=300,
-                                       share_embeddings=False)
+                                       share_embeddings=False, tie_output_embeddings=True)
     separate.build()
     assert separate.source_embedding.embeddings.shape == (1000, 128)
     assert separate.target_embedding.embeddings.shape == (300, 128)
