@@ -100,7 +100,9 @@ MIRRORED_SCRIPT = """
                 total += tf.reduce_sum(losses); count += tf.reduce_sum(mask)
                 means.append(float(tf.reduce_sum(losses) / tf.reduce_sum(mask)))
             loss = total / count
-        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        # Dense, as the trainer accumulates them: Keras' Adam squares IndexedSlices slice by slice.
+        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+        optimizer.apply(grads, model.trainable_variables)
         manual.append(float(loss)); replica_means.append(float(np.mean(means)))
     out = {"one": [r["loss"] for r in one.history], "two": [r["loss"] for r in two.history],
            "one_batches": [r["batches"] for r in one.history],
