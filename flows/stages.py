@@ -216,6 +216,7 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     settings = {"beam_size": decoding.beam_size, "alpha": decoding.length_penalty,
                 "max_length_offset": decoding.max_length_offset}
     settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
+    settings["split_sentences"] = decoding.split_sentences
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)

@@ -63,7 +63,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(settings, dict):  # an exported translator
         record = {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
         guard = settings.get("repetition_guard")
-        return {**record, **({"repetition_guard": guard} if guard else {})}
+        return {**record, **({"repetition_guard": guard} if guard else {}),
+                **({"split_sentences": True} if settings.get("split_sentences") else {})}
     record: dict[str, Any] = {}
     decoding = getattr(translator, "decoding", None)
     if decoding is not None:
@@ -72,6 +73,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
             "alpha": decoding.length_penalty,
             "max_length_offset": decoding.max_length_offset,
         }
+        if decoding.split_sentences:  # recorded when on, as the guard: the paper's settings stay three
+            record["split_sentences"] = True
     record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
     if kwargs.get("constraint") is not None:
         record["repetition_guard"] = kwargs["constraint"].max_period

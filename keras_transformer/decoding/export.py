@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding.beam import beam_search_decode
 from keras_transformer.decoding.greedy import ensure_built
+from keras_transformer.decoding.sentences import join_sentences, split_sentences
 from keras_transformer.models.presets import DecodingSettings
 from keras_transformer.tokenizer import source_batch
 
@@ -49,6 +50,7 @@ class TranslatorModule(tf.Module):
         alpha: float = 0.6,
         max_length_offset: int = 50,
         constraint=None,
+        split_sentences: bool = False,
         name: str = "translator",
     ):
         super().__init__(name=name)
@@ -63,6 +65,7 @@ class TranslatorModule(tf.Module):
         self.beam_size = int(beam_size)
         self.alpha = float(alpha)
         self.max_length_offset = int(max_length_offset)
+        self.split_sentences = bool(split_sentences)
         config = model.config
         self._eos_id = config.eos_id
         self._pad_id = config.pad_id
@@ -85,8 +88,12 @@ class TranslatorModule(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
     def translate(self, sentences):
-        """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``)."""
-        return self.n_best(sentences)["hypotheses"][:, 0]
+        """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``), sentence by
+        sentence if exported with ``split_sentences`` (as ``Translator.translate``)."""
+        if not self.split_sentences:
+            return self.n_best(sentences)["hypotheses"][:, 0]
+        parts = split_sentences(sentences)
+        return join_sentences(self.n_best(parts.flat_values)["hypotheses"][:, 0], parts.row_splits)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
     def serve(self, sentences):
@@ -102,6 +109,7 @@ def export_translator(
     max_length_offset: int | None = None,
     target_tokenizer=None,
     constraint=None,
+    split_sentences: bool = False,
 ) -> Path:
     """Writes a SavedModel translating raw strings to ``path`` and returns the path.
 
@@ -112,13 +120,15 @@ def export_translator(
     tensor directly. The settings are also recorded in ``assets.extra/translator.json``.
     ``constraint`` (a :class:`~keras_transformer.decoding.constraints.BracketConstraint`) constrains the
     beam search as in :meth:`Translator.translate`, with one slot per whitespace-separated word.
+    ``split_sentences`` translates each input sentence by sentence (the n-best lists stay per input).
     """
     defaults = DecodingSettings()
     beam_size = defaults.beam_size if beam_size is None else int(beam_size)
     alpha = defaults.length_penalty if alpha is None else float(alpha)
     max_length_offset = defaults.max_length_offset if max_length_offset is None else int(max_length_offset)
     path = Path(path)
-    module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset, constraint)
+    module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset, constraint,
+                              split_sentences)
     logger.info("tracing the translation graph (beam %d, alpha %s)", beam_size, alpha)
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
@@ -127,6 +137,7 @@ def export_translator(
         "beam_size": beam_size,
         "alpha": alpha,
         "max_length_offset": max_length_offset,
+        "split_sentences": bool(split_sentences),
         "constraint": None if constraint is None else type(constraint).__name__,
         # The guard's period: an evaluation of this export checks it asked for the same.
         **({"repetition_guard": constraint.max_period} if hasattr(constraint, "max_period") else {}),

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from keras_transformer.decoding.beam import compiled_beam_search
 from keras_transformer.decoding.greedy import compiled_greedy_decode
+from keras_transformer.decoding.sentences import join_sentences, split_sentences
 from keras_transformer.models.presets import DecodingSettings
 
 logger = logging.getLogger(__name__)
@@ -86,13 +87,30 @@ class Translator:
         ``n_best=True`` returns, per sentence, every finished hypothesis of the beam, best first
         (for a caller that must reject some, e.g. a parse that is not a tree over its words).
         ``constraint`` with ``slots`` (one int per sentence) constrains the beam search
-        (:mod:`keras_transformer.decoding.constraints`).
+        (:mod:`keras_transformer.decoding.constraints`). With the decoding setting
+        ``split_sentences`` each paragraph is translated sentence by sentence
+        (:mod:`keras_transformer.decoding.sentences`), except for an n-best list or a constraint
+        with slots, which are per input.
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
         sentences = list(sentences)
         if not sentences:
             return []
+        per_input = n_best or (constraint is not None and getattr(constraint, "takes_slots", True))
+        if self.decoding.split_sentences and not per_input:
+            # One beam search over every sentence of every paragraph, then each paragraph joined
+            # by the ops its export uses (keras_transformer.decoding.sentences).
+            parts = split_sentences(sentences)
+            flat = [part.decode("utf-8") for part in parts.flat_values.numpy()]
+            translated = self._translate(flat, beam_size, alpha, max_length_offset, batch_size, greedy,
+                                         constraint=constraint)
+            return [t.decode("utf-8") for t in join_sentences(translated, parts.row_splits).numpy()]
+        return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
+                               constraint, slots)
+
+    def _translate(self, sentences, beam_size=None, alpha=None, max_length_offset=None, batch_size=32,
+                   greedy=False, n_best=False, constraint=None, slots=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         beam_size = self.decoding.beam_size if beam_size is None else int(beam_size)

@@ -59,6 +59,9 @@ class DecodingSettings:
     beam_size: int = 4
     length_penalty: float = 0.6
     max_length_offset: int = 50
+    #: Translate a paragraph sentence by sentence (``keras_transformer.decoding.sentences``); the
+    #: paper's test sets are single sentences, the DDTP descriptions paragraphs.
+    split_sentences: bool = False
 
 
 @dataclass(frozen=True)

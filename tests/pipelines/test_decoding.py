@@ -11,7 +11,8 @@ from pipelines.decoding import decoding_kwargs, decoding_record
 from pipelines.tasks.translation.evaluation import EvalConfig
 
 TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
-                             decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50))
+                             decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50,
+                                                      split_sentences=False))
 
 
 def test_the_guard_becomes_the_translators_constraint_and_is_recorded():
@@ -35,6 +36,15 @@ def test_an_export_decodes_only_with_the_guard_it_was_built_with():
     plain = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50})
     with pytest.raises(ValueError, match="repetition_guard=0; cannot decode with 3"):
         decoding_kwargs(plain, EvalConfig(repetition_guard=3))
+
+
+def test_sentence_splitting_is_recorded_when_on():
+    splitting = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
+                                                                                  "split_sentences": True}))
+    assert decoding_record(splitting, {})["split_sentences"] is True
+    assert "split_sentences" not in decoding_record(TRANSLATOR, {})
+    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "split_sentences": True})
+    assert decoding_record(export, {})["split_sentences"] is True
 
 
 def test_the_setting_is_checked():

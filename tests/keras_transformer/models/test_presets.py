@@ -54,6 +54,10 @@ def test_presets_carry_training_and_decoding_settings():
     assert (base.training.adam_beta_1, base.training.adam_beta_2, base.training.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert base.decoding.beam_size == 4 and base.decoding.length_penalty == 0.6
     assert base.decoding.max_length_offset == 50
+    # The paper's test sets are sentences; the DDTP presets translate paragraphs sentence by sentence.
+    assert not base.decoding.split_sentences and not get_preset("parser").decoding.split_sentences
+    assert get_preset("cpu-small").decoding.split_sentences and get_preset("demo").decoding.split_sentences
+    assert get_preset("cpu-small").decoding.beam_size == 4  # merged with base's, not replaced
     assert base.training.checkpoints_to_average == 5 and big.training.checkpoints_to_average == 20
     assert big.model["dropout"] == 0.3 and big.model["num_heads"] == 16
     assert get_preset("D-ls0.2").training.label_smoothing == 0.2
