@@ -66,6 +66,10 @@ class TranslatorModule(tf.Module):
         self.alpha = float(alpha)
         self.max_length_offset = int(max_length_offset)
         self.split_sentences = bool(split_sentences)
+        if self.split_sentences and constraint is not None and getattr(constraint, "takes_slots", True):
+            # Its slots count the input's words (the parser's brackets): per input, never per sentence.
+            raise ValueError(f"split_sentences cannot be combined with {type(constraint).__name__}, "
+                             "whose slots are per input")
         config = model.config
         self._eos_id = config.eos_id
         self._pad_id = config.pad_id

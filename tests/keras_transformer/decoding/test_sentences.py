@@ -72,3 +72,12 @@ def test_export_splits_as_the_translator(splitting, tmp_path):
                              max_length_offset=OFFSET, split_sentences=True)
     assert json.loads((path / METADATA_FILE).read_text("utf-8"))["split_sentences"] is True
     assert load_exported(path).translate(PARAGRAPHS, batch_size=2) == splitting.translate(PARAGRAPHS)
+
+
+def test_export_refuses_to_split_for_a_constraint_with_slots(splitting, tmp_path):
+    class PerInput:  # slots counted over the whole input, as the parser's bracket constraint's
+        takes_slots = True
+
+    with pytest.raises(ValueError, match="split_sentences cannot be combined with PerInput"):
+        export_translator(splitting.model, splitting.tokenizer, tmp_path / "export", constraint=PerInput(),
+                          split_sentences=True)
