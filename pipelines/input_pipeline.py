@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from pipelines.corpus import Corpus
+from pipelines.sentence_pairs import MODES as SENTENCE_PAIRS
+from pipelines.sentence_pairs import with_sentence_pairs
 from pipelines.textfiles import DataError
 from pipelines.vocabulary import Vocabulary, as_vocabulary
 
@@ -68,6 +70,8 @@ class InputConfig:
     ``repeat`` repeats a training dataset indefinitely (otherwise the caller repeats).
     ``bucket_by`` is the length examples are bucketed (and batches sized) by: ``longer`` (the
     longer side) or ``source`` (a model whose cost is the source's).
+    ``sentence_pairs`` (``none``, ``add``, ``only``) cuts the training split's paragraph pairs into
+    sentence pairs where both sides split alike (``pipelines.sentence_pairs``); other splits stay whole.
     """
 
     tokens_per_batch: int = 4096
@@ -82,6 +86,7 @@ class InputConfig:
     repeat: bool = False
     prefetch: bool = True
     tokenize_batch_size: int = 1024
+    sentence_pairs: str = "none"
 
     def __post_init__(self) -> None:
         if self.max_length < 2:
@@ -101,6 +106,9 @@ class InputConfig:
             raise ValueError(f"bucket_step must be > 1, got {self.bucket_step}")
         if self.bucket_by not in BUCKET_BY:
             raise ValueError(f"bucket_by must be one of {', '.join(BUCKET_BY)}, got {self.bucket_by!r}")
+        if self.sentence_pairs not in SENTENCE_PAIRS:
+            raise ValueError(f"sentence_pairs must be one of {', '.join(SENTENCE_PAIRS)}, "
+                             f"got {self.sentence_pairs!r}")
 
     def boundaries(self) -> list[int]:
         """The bucket boundaries in use (explicit, or the geometric default)."""
@@ -119,12 +127,14 @@ class InputConfig:
         return [max(1, self.tokens_per_batch // n) for n in longest]
 
 
-def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> Path:
+def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
+               sentence_pairs: str = "none") -> Path:
     """The TFRecord file of ``split``'s ids, named by a hash of everything that determines them."""
     source_tok, target_tok = as_vocabulary(tokenizers)
-    key = hashlib.sha256("|".join([
-        str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint,
-        target_tok.fingerprint]).encode()).hexdigest()[:16]
+    parts = [str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint, target_tok.fingerprint]
+    if sentence_pairs != "none":  # the caches written before the setting keep their names
+        parts.append(f"sentence_pairs={sentence_pairs}")
+    key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cache_dir = Path(config.cache_dir) if config.cache_dir else corpus.directory / "cache"
     return cache_dir / f"{corpus.language_pair}.{split}.{key}.tfrecord"
 
@@ -135,8 +145,12 @@ def _int64_feature(values) -> tf.train.Feature:
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
-def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> Path:
+def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
+                sentence_pairs: str = "none") -> Path:
     """Tokenizes ``split`` once into its TFRecord cache (atomically); returns the file.
+
+    ``sentence_pairs`` adds or substitutes the paragraphs' sentence pairs
+    (:func:`~pipelines.sentence_pairs.with_sentence_pairs`); the training split's cache is built so.
 
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
@@ -146,7 +160,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     import numpy as np
     import tensorflow as tf
 
-    path = cache_path(corpus, split, tokenizers, config)
+    path = cache_path(corpus, split, tokenizers, config, sentence_pairs)
     if path.is_file():
         return path
     source_tok, target_tok = as_vocabulary(tokenizers)
@@ -158,7 +172,14 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     try:
         with tf.io.TFRecordWriter(tmp) as writer, tqdm(total=total, unit=" pairs", leave=False,
                                                        desc=f"tokenize {split}", disable=None) as bar:
-            pairs = corpus.pairs(split)
+            def paragraphs():
+                nonlocal n
+                for pair in corpus.pairs(split):
+                    n += 1
+                    bar.update(1)
+                    yield pair
+
+            pairs = with_sentence_pairs(paragraphs(), sentence_pairs)
             while True:
                 chunk = [pair for _, pair in zip(range(config.tokenize_batch_size), pairs)]
                 if not chunk:
@@ -170,8 +191,6 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
                     example = tf.train.Example(features=tf.train.Features(feature={
                         "source": _int64_feature(s), "target": _int64_feature(t)}))
                     writer.write(example.SerializeToString())
-                n += len(chunk)
-                bar.update(len(chunk))
         if n != total:
             raise DataError(f"{corpus.directory}: split '{split}' has {n} pairs, manifest says "
                             f"{total}")
@@ -181,7 +200,8 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
             os.unlink(tmp)
         raise
     _save_lengths(path, np.asarray(lengths, dtype=np.int32).reshape(-1, 2))
-    logger.info("cached %d tokenized %s pairs in %s", n, split, path)
+    logger.info("cached %d tokenized %s pairs (%s paragraphs, sentence_pairs=%s) in %s", len(lengths), split, n,
+                sentence_pairs, path)
     return path
 
 
@@ -234,7 +254,7 @@ def token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: In
     """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
     import tensorflow as tf
 
-    path = build_cache(corpus, split, tokenizers, config)
+    path = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
     dataset = tf.data.TFRecordDataset(str(path))
     dataset = dataset.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
     # +1: EOS on the source and on the target output, BOS on the target input.
