@@ -70,10 +70,12 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     import keras
 
     from keras_transformer import Transformer
+    from pipelines.sentence_pairs import with_sentence_pairs
 
     source_tok, target_tok = tokenizers
     limit = pipeline.input.max_length
-    chosen, stream = [], corpus.pairs("train")
+    # The pairs as training reads them (input.sentence_pairs may cut paragraphs into sentences).
+    chosen, stream = [], with_sentence_pairs(corpus.pairs("train"), pipeline.input.sentence_pairs)
     while len(chosen) < pairs and (chunk := list(itertools.islice(stream, 4 * pairs))):
         sources, targets = ([pair[side] for pair in chunk] for side in (0, 1))
         source_lengths = map(len, source_tok.tokenize(sources).to_list())

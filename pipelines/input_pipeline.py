@@ -224,14 +224,15 @@ def _save_lengths(cache: Path, lengths: np.ndarray) -> None:
         raise
 
 
-def example_lengths(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig) -> np.ndarray:
-    """The ``[pairs, 2]`` (source, target) token counts of ``split``'s cache, every pair, before
-    ``max_length``: read from beside the cache, or (a cache written before they were kept) counted
-    once and kept."""
+def example_lengths(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
+                    training: bool = False) -> np.ndarray:
+    """The ``[pairs, 2]`` (source, target) token counts of ``split``'s cache (as ``training`` reads
+    it), every pair, before ``max_length``: read from beside the cache, or (a cache written before
+    they were kept) counted once and kept."""
     import numpy as np
     import tensorflow as tf
 
-    cache = build_cache(corpus, split, tokenizers, config)
+    cache = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
     if lengths_path(cache).is_file():
         return np.load(lengths_path(cache))
     sizes = tf.data.TFRecordDataset(str(cache)).map(

@@ -75,7 +75,7 @@ def train_on_corpus(
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")
 
-    dropped = length_report(corpus, "train", tokenizers, input_config)
+    dropped = length_report(corpus, "train", tokenizers, input_config, training=True)
     # Said, not advised against: on DDTP, training on them did not help (max_length 384, 2026-11-26).
     logger.log(logging.WARNING if dropped["target_tokens_dropped_share"] > DROPPED_TOKENS_WARNING else logging.INFO,
                "input.max_length %d leaves out %d of the %d training pairs (%.1f%%), %.1f%% of their target tokens",

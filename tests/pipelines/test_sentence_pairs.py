@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from pipelines.input_pipeline import InputConfig, build_cache, cache_path, lengths_path, token_dataset
+from pipelines.input_reports import length_report
 from pipelines.sentence_pairs import with_sentence_pairs
 
 PAIRS = [
@@ -55,3 +56,11 @@ def test_only_the_training_cache_holds_sentence_pairs(ddtp_corpus, tokenizer, tm
     assert int(validation) <= ddtp_corpus.counts["validation"]
     assert int(training) > int(token_dataset(ddtp_corpus, "train", tokenizer, InputConfig(
         tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path)), training=True).reduce(0, lambda n, _: n + 1))
+
+
+def test_the_length_report_counts_the_pairs_training_reads(ddtp_corpus, tokenizer, tmp_path):
+    config = InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path), sentence_pairs="only")
+    paragraphs = length_report(ddtp_corpus, "train", tokenizer, config)
+    training = length_report(ddtp_corpus, "train", tokenizer, config, training=True)
+    assert paragraphs["pairs"] == ddtp_corpus.counts["train"] < training["pairs"]
+    assert training["target_tokens_dropped_share"] < paragraphs["target_tokens_dropped_share"]
