@@ -78,6 +78,9 @@ class PipelineConfig:
             raise ConfigError(f"tokenizer.shared={self.tokenizer.shared}: the {self.task.name} task needs "
                               f"{'one shared vocabulary' if shared else 'separate source and target vocabularies'}"
                               f" (tokenizer.shared: {str(shared).lower()})")
+        if self.input.sentence_pairs != "none" and not self.task.paragraph_pairs:
+            raise ConfigError(f"input.sentence_pairs={self.input.sentence_pairs!r}: cuts translation paragraphs into "
+                              f"sentence pairs; the {self.task.name} task's pairs are not paragraphs (use 'none')")
         if self.resume not in ("auto", "never"):
             raise ConfigError(f"resume={self.resume!r}: expected 'auto' or 'never'")
         self._check_enough_checkpoints()

@@ -182,3 +182,15 @@ def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
     run_dirs = [(d["parameters"].get("overrides") or {}).get("run_dir", d["parameters"]["config_path"])
                 for d in names.values()]
     assert len(set(run_dirs)) == len(run_dirs)
+
+
+def test_sentence_pairs_is_a_translation_setting(tmp_path):
+    from flows.task_flows import PARSING, TRANSLATION
+
+    root = Path(__file__).resolve().parents[2]
+
+    overrides = {"run_dir": str(tmp_path / "run"), "input": {"sentence_pairs": "only"}}
+    assert TRANSLATION.load_config(root / "configs/translation/demo.yaml", overrides).input.sentence_pairs == "only"
+    with pytest.raises(ConfigError, match=r"input.sentence_pairs='only': .*parsing task's pairs are not paragraphs"):
+        PARSING.load_config(root / "configs/parsing/sample-cpu.yaml", overrides)
+    assert not (tmp_path / "run").exists()

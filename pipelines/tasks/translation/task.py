@@ -17,6 +17,7 @@ class TranslationTask(Task):
     data_config = SourceConfig
     eval_config = EvalConfig
     shared_vocabulary = True
+    paragraph_pairs = True
     identity_fields = ("source", "language_pair")
 
     def default_data_dir(self, data_config: SourceConfig) -> str:
