@@ -5,11 +5,12 @@ To compare the models and not only the products, the baseline trains once, as
 ``hour_vs_kerashub.py`` runs it (alone, on our train split, for ``--minutes``), and decodes one TSV
 holding both test splits' paragraphs whole and then their sentences, cut by the same
 ``split_sentences``; the sentences' translations are joined per paragraph with a space. Both are
-scored by the evaluation stage's code (``score_files``, ``loop_counts``).
+scored by the evaluation stage's code (``score_files``, ``loop_counts``). ``BASELINE`` is the keras-hub
+baseline's folder (its ``train.py``), kept outside this repository as for ``hour_vs_kerashub.py``.
 (``cpu-small-sentence-split-2026-11-27.json``)::
 
     .venv/bin/python benchmarks/baseline_sentence_split.py --corpus-dir RUN_DIR/data/ddtp-en-de \\
-        --baseline-dir ../shared/baselines/kerashub_seq2seq --out runs/baseline-split --minutes 60
+        --baseline-dir BASELINE --out runs/baseline-split --minutes 60
 """
 
 from __future__ import annotations
