@@ -38,7 +38,11 @@ def emit(report: dict[str, Any], output: Path | None = None, indent: int = 2) ->
     """Writes ``report`` as JSON to stdout and, if given, to ``output`` (values JSON cannot hold,
     such as paths, as their strings), with the :func:`machine` it ran on (what the report says of
     its machine, such as the load at its start, kept)."""
-    report = {**report, "machine": {**machine(), **report.get("machine", {})}}
+    own = report.get("machine") or {}
+    if isinstance(own, dict):
+        report = {**report, "machine": {**machine(), **own}}
+    else:  # a report that names its machine in its own way keeps it, beside this one
+        report = {**report, "machine": machine(), "machine_as_reported": own}
     text = json.dumps(report, indent=indent, default=str) + "\n"
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)

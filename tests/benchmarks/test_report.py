@@ -33,3 +33,10 @@ def test_the_cpu_model_is_read_from_this_machine():
         cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
         assert found["cpu_model"] in cpuinfo
         assert found["avx512"] == (" avx512f" in cpuinfo)
+
+
+def test_a_machine_named_as_a_string_is_kept_beside(tmp_path, capsys):
+    emit({"benchmark": "x", "machine": "x86_64"}, tmp_path / "r.json")
+    written = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert written["machine_as_reported"] == "x86_64"
+    assert written["machine"]["cpus"] >= 1
