@@ -8,7 +8,9 @@ inside an exported model (the serialized model proto is a property and a tracked
 
 Special ids follow the project convention: ``pad=0``, ``unk=1``, ``bos=2``, ``eos=3``.
 ``tokenize`` adds no BOS/EOS; ``detokenize`` accepts model output (dense with padding, BOS and
-EOS, or ragged) and stops at the first EOS.
+EOS, or ragged) and stops at the first EOS. A model trained with the placeholder piece of
+:mod:`keras_transformer.text` (``copies_verbatim``) sees URLs, e-mail addresses and paths as that
+piece; :meth:`SubwordTokenizer.restore` puts the source's back into a translation.
 """
 
 from __future__ import annotations
@@ -20,29 +22,9 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-#: What Python's ``str.split()`` splits on (``str.isspace``), in RE2 syntax (RE2's ``\s`` lacks some).
-_WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
-               r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+")
+from keras_transformer.text import VERBATIM, normalize, one_line, protect, restore, verbatim_spans
 
-
-def normalize(strings: tf.Tensor) -> tf.Tensor:
-    """In-graph NFKC normalisation and whitespace collapse: ``" ".join(nfkc(s).split())``.
-
-    The same normalisation as the corpus cleaning's (``pipelines.tasks.translation.cleaning.normalize_text``), so
-    that every entry point, including an exported SavedModel, sees text the way training did.
-    """
-    return one_line(tf_text.normalize_utf8(strings, "NFKC"))
-
-
-def one_line(text: tf.Tensor) -> tf.Tensor:
-    """Every run of whitespace (line breaks included) as one space, none at either end.
-
-    A model can write any piece, a vertical tab or a line break too. An output is scored as one
-    line of a file, which strips and splits on them; normalising here, in the graph, makes the
-    string a user gets from a translator or its export the one that was scored.
-    """
-    text = tf.strings.regex_replace(text, _WHITESPACE, " ")
-    return tf.strings.regex_replace(text, r"^ | $", "")
+__all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch"]
 
 
 class SubwordTokenizer(tf.Module):
@@ -68,6 +50,9 @@ class SubwordTokenizer(tf.Module):
         self._unk_id = int(processor.unk_id())
         self._bos_id = int(processor.bos_id())
         self._eos_id = int(processor.eos_id())
+        # Trained with the verbatim placeholder (TokenizerConfig.verbatim), the vocabulary holds it
+        # as a piece of its own; otherwise it would be byte pieces and unknown as a piece.
+        self._copies_verbatim = processor.piece_to_id(VERBATIM) != self._unk_id
         # The op's resource is shared by node name: unnamed, a source and a target tokenizer get
         # the same name when a SavedModel is loaded and collapse into one (the reloaded parser
         # detokenized tree symbols with the words' model). A name from the model's own bytes is
@@ -107,6 +92,12 @@ class SubwordTokenizer(tf.Module):
         return self._eos_id
 
     @property
+    def copies_verbatim(self) -> bool:
+        """Whether verbatim spans (URLs, e-mail addresses, paths) are one placeholder piece to
+        this vocabulary: :meth:`tokenize` replaces them, :meth:`restore` puts them back."""
+        return self._copies_verbatim
+
+    @property
     def special_ids(self) -> frozenset[int]:
         """Pad, unknown, BOS and EOS ids."""
         return frozenset({self._pad_id, self._unk_id, self._bos_id, self._eos_id})
@@ -120,9 +111,20 @@ class SubwordTokenizer(tf.Module):
 
         The text is normalised first as the training corpus was (:func:`normalize`), so a
         ligature or a no-break space from a user reaches the model as the pieces it was trained
-        on. A scalar string gives a 1-D int32 tensor.
+        on. A scalar string gives a 1-D int32 tensor. With :attr:`copies_verbatim` each verbatim
+        span is the placeholder piece.
         """
-        return self._sp.tokenize(normalize(tf.convert_to_tensor(strings, dtype=tf.string)))
+        text = normalize(tf.convert_to_tensor(strings, dtype=tf.string))
+        return self._sp.tokenize(protect(text) if self._copies_verbatim else text)
+
+    def restore(self, translations, sources) -> tf.Tensor:
+        """``translations`` (``tf.string [batch]``, detokenized) with the placeholders replaced by
+        the verbatim spans of their ``sources`` (``[batch]``), in order; unchanged unless
+        :attr:`copies_verbatim` (a target tokenizer's: its model writes the placeholders)."""
+        translations = tf.convert_to_tensor(translations, tf.string)
+        if not self._copies_verbatim:
+            return translations
+        return restore(translations, verbatim_spans(normalize(tf.convert_to_tensor(sources, tf.string))))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on,

@@ -12,13 +12,17 @@ Settings that make the tokenizer exact and robust:
   maps to ``unk`` and every string survives a round trip;
 * normalization rule ``identity``: the corpus is already NFKC-normalized with collapsed
   whitespace by :mod:`pipelines.tasks.translation.cleaning`, so ``detokenize(tokenize(s)) == s`` exactly, which
-  BLEU on detokenized output relies on.
+  BLEU on detokenized output relies on;
+* ``verbatim``: URLs, e-mail addresses and file paths are one placeholder piece on both sides
+  (:mod:`keras_transformer.text`), copied from the source into the translation, not spelt out of
+  subwords; the vocabulary learns from the text around them, not from their fragments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -51,7 +55,8 @@ class TokenizerConfig:
     brackets and tags are whole symbols. A ``word`` model's ``vocab_size`` is a cap: it keeps the
     symbols that occur, up to that many. ``character_coverage`` defaults to 0.9995 for subword
     models and to 1.0 for ``word`` models: a tree symbol made of a rare letter (``EX``, ``-LRB-``,
-    ``UH``) would otherwise be unknown.
+    ``UH``) would otherwise be unknown. ``verbatim: true`` makes URLs, e-mail addresses and paths
+    one placeholder piece, which the decoders replace with the source's (the translation presets).
     """
 
     vocab_size: int = 8000
@@ -63,6 +68,7 @@ class TokenizerConfig:
     byte_fallback: bool = True
     normalization_rule_name: str = "identity"
     num_threads: int = 2
+    verbatim: bool = False
     target: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -90,6 +96,8 @@ class TokenizerConfig:
 
 
 def _trainer_kwargs(config: TokenizerConfig) -> dict:
+    from keras_transformer.text import VERBATIM  # TensorFlow: imported when training, not with the config
+
     word = config.model_type == "word"
     return dict(
         vocab_size=config.vocab_size,
@@ -112,7 +120,20 @@ def _trainer_kwargs(config: TokenizerConfig) -> dict:
         max_sentence_length=16384,
         # A word vocabulary holds what occurs; vocab_size only caps it.
         hard_vocab_limit=not word,
+        user_defined_symbols=[VERBATIM] if config.verbatim else [],
     )
+
+
+def _protected(sentences: Iterator[str], config: TokenizerConfig, batch: int = 4096) -> Iterator[str]:
+    """``sentences`` as the tokenizer will see them: with ``verbatim``, spans as the placeholder
+    (the in-graph op the tokenizer runs, so that training and use agree)."""
+    if not config.verbatim:
+        yield from sentences
+        return
+    from keras_transformer.text import protect
+
+    while chunk := list(itertools.islice(sentences, batch)):
+        yield from (line.decode("utf-8") for line in protect(chunk).numpy())
 
 
 def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Path,
@@ -132,7 +153,7 @@ def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Pa
     model = io.BytesIO()
     logger.info("training SentencePiece %s, vocab %d -> %s", config.model_type, config.vocab_size,
                 model_path)
-    spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_writer=model,
+    spm.SentencePieceTrainer.train(sentence_iterator=_protected(sentences, config), model_writer=model,
                                    minloglevel=2, **_trainer_kwargs(config))
     data = model.getvalue()
     atomic_write_bytes(model_path, data)

@@ -68,3 +68,14 @@ def tokenizer(tokenizer_model):
     from keras_transformer.tokenizer import SubwordTokenizer
 
     return SubwordTokenizer(tokenizer_model)
+
+
+@pytest.fixture(scope="session")
+def verbatim_tokenizer(ddtp_corpus, tmp_path_factory):
+    """A ``SubwordTokenizer`` trained as the translation presets train theirs (``verbatim: true``):
+    URLs, e-mail addresses and paths are one placeholder piece."""
+    from keras_transformer.tokenizer import SubwordTokenizer
+    from pipelines.tokenization import TokenizerConfig, train_tokenizer
+
+    config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000, verbatim=True)
+    return SubwordTokenizer(train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("verbatim")).source)

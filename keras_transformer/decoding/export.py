@@ -88,6 +88,7 @@ class TranslatorModule(tf.Module):
         )
         shape = tf.shape(result.ids)
         texts = self.target_tokenizer.detokenize(tf.reshape(result.ids, tf.stack([-1, shape[2]])))
+        texts = self.target_tokenizer.restore(texts, tf.repeat(sentences, shape[1]))
         return {"hypotheses": tf.reshape(texts, shape[:2]), "scores": result.scores}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])

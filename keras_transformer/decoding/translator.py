@@ -28,13 +28,14 @@ class Translator:
     Args:
         model: a (trained) :class:`~keras_transformer.Transformer`.
         tokenizer: a :class:`~keras_transformer.tokenizer.SubwordTokenizer` (or anything with
-            ``tokenize``/``detokenize`` and ``eos_id``) for the source side, and the target side
-            too unless ``target_tokenizer`` is given (separate vocabularies).
+            ``tokenize``, ``detokenize``, ``restore`` and ``eos_id``) for the source side, and the
+            target side too unless ``target_tokenizer`` is given (separate vocabularies).
         decoding: default beam size, length penalty and maximum length offset; the paper's
             (``DecodingSettings()``) when omitted.
 
     Sources are encoded as their subword ids followed by EOS, as in training; translations are
-    the best finished beam hypothesis, detokenized up to its EOS.
+    the best finished beam hypothesis, detokenized up to its EOS, with the source's URLs, e-mail
+    addresses and paths in its placeholders if the vocabulary has them (:mod:`keras_transformer.text`).
     """
 
     def __init__(self, model, tokenizer, target_tokenizer=None, decoding: DecodingSettings | None = None):
@@ -158,7 +159,8 @@ class Translator:
                 ids = result.ids if n_best else result.ids[:, :1]
                 found = np.isfinite(result.scores.numpy()[:, : ids.shape[1]])
             shape = tf.shape(ids)
-            texts = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])).numpy()
+            texts = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))
+            texts = self.target_tokenizer.restore(texts, np.repeat([sentences[i] for i in batch], int(shape[1]))).numpy()
             texts = texts.reshape(int(shape[0]), int(shape[1]))
             for row, i in enumerate(batch):
                 hypotheses = [t.decode("utf-8") for t, ok in zip(texts[row], found[row]) if ok]

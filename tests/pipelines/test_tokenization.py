@@ -83,3 +83,24 @@ def test_tokenizer_config_validation():
         from_dict(TokenizerConfig, {"vocab_size": 100})
     with pytest.raises(ConfigError, match="model_type"):
         from_dict(TokenizerConfig, {"model_type": "wordpiece"})
+
+
+def test_verbatim_tokenizer_has_one_placeholder_piece(verbatim_tokenizer, tokenizer):
+    from keras_transformer.text import VERBATIM
+
+    assert verbatim_tokenizer.copies_verbatim and not tokenizer.copies_verbatim
+    placeholder = int(verbatim_tokenizer.piece_to_id([VERBATIM]).numpy()[0])
+    assert placeholder != verbatim_tokenizer.unk_id
+    ids = verbatim_tokenizer.tokenize(["See https://www.example.org/some/long/path.html now."]).to_list()[0]
+    pieces = [p.decode() for p in verbatim_tokenizer.id_to_piece(ids).numpy()]
+    assert placeholder in ids and not any("example" in p or "html" in p for p in pieces)
+
+
+def test_verbatim_round_trip_every_test_sentence(ddtp_corpus, verbatim_tokenizer):
+    """restore(detokenize(tokenize(s)), s) == s on both sides of the test split, spans included."""
+    for lang in (ddtp_corpus.source_lang, ddtp_corpus.target_lang):
+        sentences = list(ddtp_corpus.lines("test", lang))
+        texts = verbatim_tokenizer.detokenize(verbatim_tokenizer.tokenize(sentences))
+        restored = [t.decode("utf-8") for t in verbatim_tokenizer.restore(texts, sentences).numpy()]
+        assert sum("://" in s for s in sentences) > 5
+        assert restored == sentences

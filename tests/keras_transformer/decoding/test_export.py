@@ -97,3 +97,19 @@ def test_load_exported_wrapper(exported, model, tokenizer):
     served = loaded.module.signatures[SIGNATURE_KEY](sentences=tf.constant(SENTENCES))
     assert served[OUTPUT_NAME].shape == (len(SENTENCES),)
     assert loaded.translate([]) == []
+
+
+def test_export_and_translator_copy_the_sources_verbatim_spans(verbatim_tokenizer, tmp_path):
+    """The URL of a source reaches the translation through the placeholder, in both decoders.
+
+    An untrained model writes no placeholder, so the span is appended (``text.restore``): the
+    two decoders must give the same string, and it must hold the source's URL whole."""
+    model = tiny_transformer(verbatim_tokenizer.vocab_size, num_layers=1)
+    sentences = ["See https://example.org/a56/src/examples/ for more.", "No spans."]
+    expected = Translator(model, verbatim_tokenizer).translate(
+        sentences, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
+    assert "https://example.org/a56/src/examples/" in expected[0].split()
+    assert "://" not in expected[1]
+    path = export_translator(model, verbatim_tokenizer, tmp_path / "t", beam_size=BEAM, alpha=ALPHA,
+                             max_length_offset=OFFSET)
+    assert load_exported(path).translate(sentences) == expected
