@@ -160,7 +160,8 @@ class Translator:
                 found = np.isfinite(result.scores.numpy()[:, : ids.shape[1]])
             shape = tf.shape(ids)
             texts = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))
-            texts = self.target_tokenizer.restore(texts, np.repeat([sentences[i] for i in batch], int(shape[1]))).numpy()
+            sources = np.repeat([sentences[i] for i in batch], int(shape[1]))  # one per hypothesis
+            texts = self.target_tokenizer.restore(texts, sources).numpy()
             texts = texts.reshape(int(shape[0]), int(shape[1]))
             for row, i in enumerate(batch):
                 hypotheses = [t.decode("utf-8") for t, ok in zip(texts[row], found[row]) if ok]
