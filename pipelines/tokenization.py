@@ -178,6 +178,8 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.asdict(config)
+    if not config.verbatim:  # the tokenizers trained before the setting stay up to date
+        del settings["verbatim"]
 
     def fingerprint(langs: tuple[str, ...]) -> dict:
         return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)

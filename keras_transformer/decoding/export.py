@@ -143,6 +143,8 @@ def export_translator(
         "alpha": alpha,
         "max_length_offset": max_length_offset,
         "split_sentences": bool(split_sentences),
+        # URLs, e-mail addresses and paths go through as placeholders, put back from the source.
+        "copies_verbatim": bool(getattr(module.target_tokenizer, "copies_verbatim", False)),
         "constraint": None if constraint is None else type(constraint).__name__,
         # The guard's period: an evaluation of this export checks it asked for the same.
         **({"repetition_guard": constraint.max_period} if hasattr(constraint, "max_period") else {}),

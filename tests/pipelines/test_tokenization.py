@@ -1,5 +1,7 @@
 """SentencePiece training: exact round trip on the real test split, special ids, caching."""
 
+import json
+
 import pytest
 import tensorflow as tf
 
@@ -56,6 +58,9 @@ def test_retraining_is_skipped_when_inputs_are_unchanged(ddtp_corpus, tokenizer_
     assert tokenizer_model.stat().st_mtime_ns == before
     assert tokenizer_model.with_suffix(".vocab").read_text(encoding="utf-8").startswith(
         "<pad>\t0")
+    # Off, the verbatim setting is left out of the record, so tokenizers trained before it stay up to date.
+    meta = json.loads(tokenizer_model.with_suffix(".json").read_text(encoding="utf-8"))
+    assert "verbatim" not in meta["inputs"]["config"] and meta["inputs"]["config"]["vocab_size"] == TEST_VOCAB_SIZE
 
 
 def test_separate_vocabularies(ddtp_corpus, tmp_path):

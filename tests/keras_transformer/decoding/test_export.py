@@ -62,6 +62,7 @@ def test_export_writes_saved_model_with_settings(exported):
     metadata = json.loads((exported / METADATA_FILE).read_text("utf-8"))
     assert metadata["beam_size"] == BEAM and metadata["alpha"] == ALPHA
     assert metadata["max_length_offset"] == OFFSET
+    assert metadata["copies_verbatim"] is False
 
 
 def test_reloaded_in_fresh_process_translates_like_translator(exported, model, tokenizer):
@@ -112,4 +113,6 @@ def test_export_and_translator_copy_the_sources_verbatim_spans(verbatim_tokenize
     assert "://" not in expected[1]
     path = export_translator(model, verbatim_tokenizer, tmp_path / "t", beam_size=BEAM, alpha=ALPHA,
                              max_length_offset=OFFSET)
-    assert load_exported(path).translate(sentences) == expected
+    loaded = load_exported(path)
+    assert loaded.settings["copies_verbatim"] is True
+    assert loaded.translate(sentences) == expected
