@@ -1,0 +1,22 @@
+"""The span count of benchmarks/count_verbatim_spans.py on hand-made translations."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+try:
+    from count_verbatim_spans import count
+finally:
+    sys.path.pop(0)
+
+
+def test_counts_spans_whole_in_translations_and_references():
+    sources = ["See http://a.org/x/ and /usr/share/doc/p/.", "No span here.", "Mail joe@b.org now."]
+    references = ["Siehe http://a.org/x/ und /usr/share/doc/p/.", "Kein.", "Schreiben Sie joe@b.org."]
+    translations = ["Siehe http://a.org/x und /usr/share/doc/p/.", "Nein.", "Mail Mail Mail joe@b.org"]
+    assert count(sources, translations, references) == {
+        "paragraphs_with_spans": 2, "spans": 3, "whole_in_translation": 2, "whole_in_reference": 3,
+        "looping_translations_among_them": 1}
