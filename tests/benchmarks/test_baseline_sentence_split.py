@@ -3,17 +3,13 @@ translations go back to their paragraphs in order, and are scored by the evaluat
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from baseline_sentence_split import join_per_paragraph, score
-finally:
-    sys.path.pop(0)
+from tests.benchmarks import load
+
+_script = load("baseline_sentence_split")
+join_per_paragraph = _script.join_per_paragraph
+score = _script.score
 
 
 def test_sentences_are_joined_back_into_their_paragraphs():

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from tests.benchmarks import load
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from count_verbatim_spans import count
-finally:
-    sys.path.pop(0)
+_script = load("count_verbatim_spans")
+count = _script.count
 
 
 def test_counts_spans_whole_in_translations_and_references():

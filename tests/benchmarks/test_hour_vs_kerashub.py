@@ -3,17 +3,14 @@ is cut back into the two test splits and scored by the evaluation stage's code. 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from hour_vs_kerashub import score_baseline
-finally:
-    sys.path.pop(0)
+from tests.benchmarks import load
+
+_script = load("hour_vs_kerashub")
+score_baseline = _script.score_baseline
 
 TEST = ["Das ist ein kleines Haus am See .", "Dieses Paket enthält die Dokumentation ."]
 UNSEEN = ["Werkzeuge für die Kommandozeile", "Bibliothek für Bilder und Töne", "Ein Spiel für zwei Spieler"]

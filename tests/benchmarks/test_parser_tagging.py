@@ -4,17 +4,15 @@ unknown ones, and the most-frequent-tag lookup."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from parser_tagging import main, tagging_report
-finally:
-    sys.path.pop(0)
+from tests.benchmarks import load
+
+_script = load("parser_tagging")
+main = _script.main
+tagging_report = _script.tagging_report
 
 
 def _write(directory: Path, name: str, lines: list[str]) -> None:

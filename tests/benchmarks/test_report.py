@@ -4,15 +4,13 @@ machines of the same kind differed 1.8x, so a figure without its machine cannot 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from report import emit, machine
-finally:
-    sys.path.pop(0)
+from tests.benchmarks import load
+
+_script = load("report")
+emit = _script.emit
+machine = _script.machine
 
 
 def test_a_report_names_its_cpu_and_keeps_what_it_said_of_its_machine(tmp_path, capsys):
