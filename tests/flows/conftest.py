@@ -25,7 +25,7 @@ def prefect_server():
 def write_config(tmp_path, **train):
     config = yaml.safe_load(DEMO.read_text())
     config["run_dir"] = str(tmp_path / "run")
-    config["tokenizer"] = {"vocab_size": 1000, "input_sentence_size": 20000}
+    config["tokenizer"].update(vocab_size=1000, input_sentence_size=20000)  # the demo's verbatim spans kept
     config["input"] = {"tokens_per_batch": 1024, "max_length": 48}
     config["train"].update(
         {

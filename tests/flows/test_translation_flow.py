@@ -216,6 +216,11 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
 
     export = load_exported(result.export.directory)
     assert export.settings["repetition_guard"] == 4 and export.settings["constraint"] == "RepetitionGuard"
+    # The demo's tokenizer copies URLs through: the scored translation of the source that holds one
+    # (the test split's third) has it whole, put back by the decoding that every path below shares.
+    assert export.settings["copies_verbatim"] is True
+    url = "http://www.zdomain.com/a56/src/examples/"
+    assert url in scored[next(i for i, source in enumerate(sources) if url in source)]
     assert export.translate(sources) == scored
 
     uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
