@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.benchmarks import load
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
 
@@ -103,11 +105,7 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
 
 
 def test_baseline_tsv_holds_our_splits(ddtp_corpus, tmp_path):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        from write_baseline_tsv import main
-    finally:
-        sys.path.pop(0)
+    main = load("write_baseline_tsv").main
     assert main([str(ddtp_corpus.directory), str(tmp_path)]) == 0
     rows = [line.split("\t") for line in (tmp_path / "test.tsv").read_text("utf-8").splitlines()]
     assert rows == [[s, t] for s, t in ddtp_corpus.pairs("test")]

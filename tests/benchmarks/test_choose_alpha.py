@@ -1,17 +1,15 @@
 """choose_alpha: finds a run's files, decodes validation once per alpha, picks by BLEU."""
 
 import shutil
-import sys
 
 import pytest
 
+from tests.benchmarks import load
 from tests.benchmarks.test_benchmark_smoke import REPO, run_json
-
-sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 def test_the_best_alpha_is_the_highest_bleu_and_ties_go_to_the_smaller():
-    from choose_alpha import choose
+    choose = load("choose_alpha").choose
 
     results = [{"alpha": 0.6, "bleu": 10.0}, {"alpha": 1.0, "bleu": 12.5}, {"alpha": 0.2, "bleu": 12.5}]
     assert choose(results)["alpha"] == 0.2
@@ -56,7 +54,7 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
 
 
 def test_a_test_split_is_refused(tmp_path):
-    from choose_alpha import main
+    main = load("choose_alpha").main
 
     with pytest.raises(SystemExit):
         main(["--model", str(tmp_path / "m.keras"), "--tokenizer", str(tmp_path / "t.model"),

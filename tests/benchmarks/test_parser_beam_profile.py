@@ -1,22 +1,17 @@
 """The beam-search profile splits a batch's step time into model, constraint and beam, and its
 model-only program runs exactly the decoder steps the full search took."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.benchmarks import load
 from tests.keras_transformer.layers.test_word_alignment import CLOSE, EOS, OPEN, SLOTS, SOURCE, model_with_alignment
-
-REPO = Path(__file__).resolve().parents[2]
-
-sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_profile_parts_add_up_to_the_full_step(beam_size):
-    from parser_beam_profile import profile_batch
+    profile_batch = load("parser_beam_profile").profile_batch
 
     from keras_transformer.decoding.constraints import BracketConstraint
 

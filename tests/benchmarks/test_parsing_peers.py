@@ -9,22 +9,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from pipelines.tasks.parsing.evalb import score_trees
 from pipelines.tasks.parsing.tree import Leaf, Tree, parse_tree
+from tests.benchmarks import load
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-try:
-    from bench_parsing_peers import main
-    from pcfg_peer import PCFG, binarize, signature, unbinarize
-    from supar_peer import read_pid, write_pid
-finally:
-    sys.path.pop(0)
+main = load("bench_parsing_peers").main
+_pcfg, _supar = load("pcfg_peer"), load("supar_peer")
+PCFG, binarize, signature, unbinarize = _pcfg.PCFG, _pcfg.binarize, _pcfg.signature, _pcfg.unbinarize
+read_pid, write_pid = _supar.read_pid, _supar.write_pid
 
 SUBJECTS = ["(NP (DT the) (NN dog))", "(NP (DT a) (JJ big) (NN cat))", "(NP (NNP John))", "(NP (PRP it))",
             "(NP (DT the) (NNS birds))"]
@@ -140,12 +135,7 @@ def test_smoke_run_of_main(tmp_path, capsys):
 
 
 def test_supar_log_and_missing_predictions(tmp_path):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        from bench_parsing_peers import align
-        from supar_peer import supar_epochs
-    finally:
-        sys.path.pop(0)
+    align, supar_epochs = load("bench_parsing_peers").align, load("supar_peer").supar_epochs
     # the lines of supar's model.train.log that count (its format as of supar-bauwenst 1.2.1)
     metric = "UCM:  0.00% LCM:  0.00% UP: 10.00% UR: 10.00% UF: 10.00% LP: {0}% LR: {0}% LF: {0}%"
     log = tmp_path / "model.train.log"
