@@ -187,6 +187,11 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
             assert_same_updates(mine, reference, atol)
     assert other_loss != pytest.approx(loss, rel=1e-5)
     assert max(np.abs(a - b).max() for a, b in zip(weights_of(result.model), other)) > 10 * atol
+    # ... and assert_same_updates, which bounds only how many elements are off, tells it apart.
+    with pytest.raises(AssertionError, match="differ by"):
+        for mine, theirs, check in zip(weights_of(result.model), other, comparable(result.model)):
+            if check:
+                assert_same_updates(mine, theirs, atol)
 
 
 def test_nan_guard_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path, train_dataset_fn):

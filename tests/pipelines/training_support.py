@@ -65,10 +65,11 @@ def assert_same_updates(actual, desired, atol=2e-4):
 
     Per-element Adam updates are ~lr = 0.01-0.03 in these tests. Where a gradient component
     nearly cancels (a rarely seen token), Adam's normalisation turns the rounding of the
-    multi-threaded sums into a visible update (4.5e-4 seen once in a clean-clone run, one element
-    in 1024); a wrong normalisation or a lost batch moves most elements by ~4e-3.
+    multi-threaded sums into a visible update, up to 2 lr per step when the rounding flips its
+    sign (7.5e-3 seen once in a clean-clone run, one element in 1024): no bound on the largest
+    difference holds. A wrong normalisation or a lost batch moves most elements by ~4e-3, which
+    the count of elements off by more than ``atol`` catches.
     """
     off = np.abs(np.asarray(actual) - np.asarray(desired))
     outliers = int(np.sum(off > atol))
     assert outliers <= max(1, off.size // 200), f"{outliers} of {off.size} differ by > {atol}"
-    assert off.max() <= 25 * atol, f"max difference {off.max():.3g}"
