@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guards", default="0", help="comma-separated repetition_guard values (0: off)")
     parser.add_argument("--confirm-on", help="score the chosen alpha with and without the guard on this test split")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
+    parser.add_argument("--keep", type=Path, help="keep each decoding's files (translations, scores) here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     found = run_files(args.run) if args.run else {}
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     corpus = Corpus.load(corpus_dir)
     guards = [int(g) for g in args.guards.split(",")]
     results = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as temporary:
+        scratch = args.keep or temporary
         def score(split, alpha, guard, extra_splits=()):
             config = EvalConfig(split=split, beam_size=args.beam_size, alpha=alpha, extra_splits=extra_splits,
                                 max_length_offset=args.max_length_offset, batch_size=args.batch_size,
