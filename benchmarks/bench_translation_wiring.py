@@ -62,6 +62,31 @@ def _bleu(model, tokenizers, pairs, beam_size: int, sources: list[str] | None = 
             "example": {"source": pairs[0][0], "reference": references[0], "hypothesis": hypotheses[0]}}
 
 
+def _objective_steps(model, optimizer, unlikelihood: float, source, target_in, target_out):
+    """With ``train.unlikelihood`` set, steps on the training stage's objective (its unlikelihood term,
+    no label smoothing) instead of ``fit``'s cross-entropy: the check then covers the loss the run trains on."""
+    if not unlikelihood:
+        return None
+    import tensorflow as tf
+
+    from keras_transformer.training.objectives import TranslationObjective
+
+    objective = TranslationObjective(model, 0.0, unlikelihood)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            sums = objective(source, target_in, target_out, training=True)
+            loss = sums.total / sums.count
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            step()
+    return run
+
+
 def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600, eval_every: int = 100,
           beam_size: int = 4, learning_rate: float = 1e-3, optimizer: str = "fixed") -> dict:
     """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model (and, ``optimizer``
@@ -94,9 +119,13 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
         raise ValueError(f"--optimizer must be 'fixed' or 'recipe', got {optimizer!r}")
     model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
+    train_steps = _objective_steps(model, trained_with, pipeline.train.unlikelihood, source, target_in, target_out)
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
-        model.fit((source, target_in), target_out, batch_size=len(chosen), epochs=eval_every, verbose=0)
+        if train_steps is None:
+            model.fit((source, target_in), target_out, batch_size=len(chosen), epochs=eval_every, verbose=0)
+        else:
+            train_steps(eval_every)
         steps += eval_every
         result = _bleu(model, tokenizers, chosen, beam_size)
         history.append({"steps": steps, "seconds": round(time.perf_counter() - started, 1),
@@ -109,6 +138,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     blind = _bleu(model, tokenizers, chosen, beam_size, sources=[""] * len(chosen))
     losses = source_losses(model, source, target_in, target_out)
     return {"pairs": len(chosen), "max_length": limit, "optimizer": optimizer, "parameters": model.count_params(),
+            "objective": "cross-entropy (fit)" if train_steps is None
+            else f"the training stage's, unlikelihood {pipeline.train.unlikelihood}",
             "steps": steps,
             "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
             "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,

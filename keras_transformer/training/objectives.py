@@ -36,13 +36,16 @@ class TranslationObjective:
 
     A model with a word tagger (``config.tagger``) also learns it from the slots of the target;
     its loss is added to ``total``, not to the reported ``loss``, which stays the decoder's.
+    ``unlikelihood`` > 0 adds that weight times the token-level unlikelihood of the reference's
+    earlier tokens (:mod:`.unlikelihood`) to ``total`` while training.
     """
 
     #: ``nll`` is a cross-entropy per target token: its exp is a perplexity.
     per_token_cross_entropy = True
 
-    def __init__(self, model, label_smoothing: float):
+    def __init__(self, model, label_smoothing: float, unlikelihood: float = 0.0):
         self.model, self.label_smoothing = model, float(label_smoothing)
+        self.unlikelihood = float(unlikelihood)
         self.tagged = getattr(model.config, "tagger", "none") != "none"
 
     def __call__(self, source, target_in, target_out, training: bool) -> ObjectiveSums:
@@ -59,6 +62,12 @@ class TranslationObjective:
         losses, mask = label_smoothed_nll(labels, logits, self.label_smoothing, pad_id)
         loss = tf.reduce_sum(losses)
         total = loss
+        if self.unlikelihood and training:
+            from keras_transformer.training.unlikelihood import previous_token_candidates, unlikelihood_sum
+
+            ids, candidates = previous_token_candidates(target_out, pad_id)
+            total += self.unlikelihood * unlikelihood_sum(logits, tf.boolean_mask(ids, real),
+                                                          tf.boolean_mask(candidates, real))
         if self.tagged:
             total += tagging_loss(model.word_alignment, word_states, target_in, target_out, self.label_smoothing,
                                   pad_id)
@@ -116,12 +125,15 @@ class SpanObjective:
         return ObjectiveSums(total, total, total, tf.reduce_sum(tf.cast(right, tf.float32)), words)
 
 
-def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[str] | None = None):
+def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[str] | None = None,
+                  unlikelihood: float = 0.0):
     """The training objective of ``model``: a span parser's needs the target vocabulary's pieces."""
     from keras_transformer.models.span_parser import SpanParser
 
     if isinstance(model, SpanParser):
         if target_pieces is None:
             raise ValueError("a span parser learns from linearised trees: give the target vocabulary's pieces")
+        if unlikelihood:
+            raise ValueError("unlikelihood applies to a decoder's tokens; a span parser has none")
         return SpanObjective(model, target_pieces)
-    return TranslationObjective(model, label_smoothing)
+    return TranslationObjective(model, label_smoothing, unlikelihood)

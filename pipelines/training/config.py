@@ -80,7 +80,9 @@ class TrainConfig:
     of the wall clock (a step time measured on an idle machine): the run is then the one that
     machine would make in ``train_minutes``, whatever else this one is doing (recipe searches).
     ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
-    zero over that last fraction of the run, measured the same way.
+    zero over that last fraction of the run, measured the same way. ``unlikelihood`` (not in the
+    paper; 0: off) weighs a token-level unlikelihood loss against repeating the reference's earlier
+    tokens (``keras_transformer.training.unlikelihood``), a cause of looping output.
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
     tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
     global (all replicas) count is within half an average batch of the budget, so a step holds
@@ -113,6 +115,7 @@ class TrainConfig:
     decay_fraction: float | None = None
     warmup_steps: int | None = None
     label_smoothing: float | None = None
+    unlikelihood: float = 0.0
     learning_rate_scale: float | None = None
     tokens_per_step: int | None = None
     accumulation_batches: int | None = None
@@ -178,6 +181,9 @@ class TrainConfig:
             fail("checkpoint_every_minutes", "must be positive (or null to disable)")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
             fail("label_smoothing", "must be in [0, 1)")
+        if isinstance(self.unlikelihood, bool) or not isinstance(self.unlikelihood, (int, float)) \
+                or self.unlikelihood < 0:
+            fail("unlikelihood", "must be a weight >= 0 (0: off)")
         if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:

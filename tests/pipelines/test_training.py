@@ -90,6 +90,9 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
         TrainConfig(model={"d_modle": 3})
     with pytest.raises(ConfigError, match="mixed_precision"):
         TrainConfig(mixed_precision="float8")
+    assert TrainConfig().unlikelihood == 0.0
+    with pytest.raises(ConfigError, match=r"TrainConfig.unlikelihood=-0.5: must be a weight >= 0"):
+        TrainConfig(unlikelihood=-0.5)
     path = tmp_path / "job.yaml"
     path.write_text("train:\n  preset: demo\n  keep_checkpoints: 2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="keep_checkpoints"):

@@ -1,0 +1,30 @@
+"""The translation wiring check's own training loop (benchmarks/bench_translation_wiring.py), used when the
+recipe changes the loss (``train.unlikelihood``): it trains on the training stage's objective."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer.training.objectives import TranslationObjective
+from tests.benchmarks import load
+
+
+def test_the_objective_steps_learn_the_pairs_with_the_unlikelihood_term():
+    wiring = load("bench_translation_wiring")
+    keras.utils.set_random_seed(0)
+    model = Transformer.from_preset("demo", vocab_size=30, num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0)
+    model.build()
+    source = np.array([[5, 6, 7, 3], [8, 9, 3, 0]], np.int32)
+    target_in = np.array([[1, 10, 11, 10, 12], [1, 13, 13, 3, 0]], np.int32)
+    target_out = np.array([[10, 11, 10, 12, 3], [13, 13, 3, 0, 0]], np.int32)
+    assert wiring._objective_steps(model, keras.optimizers.Adam(1e-2), 0.0, source, target_in, target_out) is None
+    objective = TranslationObjective(model, 0.0, 1.0)
+
+    def total():
+        sums = objective(tf.constant(source), tf.constant(target_in), tf.constant(target_out), training=True)
+        return float(sums.total / sums.count)
+
+    before = total()
+    wiring._objective_steps(model, keras.optimizers.Adam(1e-2), 1.0, source, target_in, target_out)(60)
+    assert total() < 0.2 * before
