@@ -24,6 +24,7 @@ from keras_transformer.files import atomic_write_bytes
 from keras_transformer.models.architectures import architecture_of
 from keras_transformer.models.architectures import build_model as build_architecture
 from keras_transformer.models.config import config_class
+from keras_transformer.models.presets import get_preset, preset_names
 from keras_transformer.models.transformer import Transformer
 
 MODEL_CONFIG_FILE = "model_config.json"
@@ -174,7 +175,11 @@ def build_model(info: dict[str, Any], dtype=None) -> Transformer:
     names another; files written before architectures were recorded hold Transformers)."""
     architecture = info.get("architecture", "transformer")
     config = config_class(architecture)(**info["config"])
-    return build_architecture(architecture, config, dtype=dtype)
+    model = build_architecture(architecture, config, dtype=dtype)
+    if info.get("preset") in preset_names() and hasattr(model, "decoding"):
+        # The averaged model a run saves then decodes as its preset does (its model.keras keeps it).
+        model.decoding = get_preset(info["preset"]).decoding
+    return model
 
 
 def checkpoint_directory(checkpoint_path: str | Path) -> Path:

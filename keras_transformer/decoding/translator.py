@@ -42,7 +42,8 @@ class Translator:
         self.model = model
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer if target_tokenizer is not None else tokenizer
-        self.decoding = decoding if decoding is not None else DecodingSettings()
+        # None: the model's own (its preset's, for a model built from one), else the paper's.
+        self.decoding = decoding if decoding is not None else getattr(model, "decoding", None) or DecodingSettings()
         model.config.check_tokenizer(self.tokenizer, "source")
         model.config.check_tokenizer(self.target_tokenizer, "target")
 

@@ -18,7 +18,7 @@ from keras_transformer.layers.positional_encoding import (
 )
 from keras_transformer.layers.word_alignment import WordAlignment
 from keras_transformer.models.config import TransformerConfig
-from keras_transformer.models.presets import TrainingRecipe, get_preset
+from keras_transformer.models.presets import DecodingSettings, TrainingRecipe, get_preset
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy, Perplexity
 
@@ -60,13 +60,16 @@ class Transformer(keras.Model):
             a slot classifier over them, ``word_pieces`` how a word's state is read.
         pad_id, bos_id, eos_id: the vocabulary's special ids (the tokenizer's must match).
         training_recipe: ``compile()``'s defaults (a ``TrainingRecipe`` or its dict).
+        decoding: how the model translates by default (a ``DecodingSettings`` or its dict: section
+            6.1's beam, alpha and length, and whether paragraphs go sentence by sentence); a
+            ``Translator`` given none decodes with these, so a saved model decodes as its preset.
         **kwargs: ``keras.Model`` arguments (``name``, ``dtype``).
 
     ``encode`` and ``decode`` are callable separately; ``decode`` takes a cache from
     ``init_cache`` for incremental decoding.
     """
 
-    def __init__(self, vocab_size: int | None = None, *, training_recipe=None, **kwargs):
+    def __init__(self, vocab_size: int | None = None, *, training_recipe=None, decoding=None, **kwargs):
         # The architecture settings are TransformerConfig's fields (one place for their defaults
         # and checks); everything else goes to keras.Model.
         settings = {k: kwargs.pop(k) for k in list(kwargs) if k in TransformerConfig.field_names()}
@@ -76,6 +79,7 @@ class Transformer(keras.Model):
         if isinstance(training_recipe, dict):
             training_recipe = TrainingRecipe(**training_recipe)
         self.training_recipe = training_recipe or TrainingRecipe()
+        self.decoding = DecodingSettings(**decoding) if isinstance(decoding, dict) else decoding or DecodingSettings()
         c = self.config
         policy = self.dtype_policy
 
@@ -150,14 +154,14 @@ class Transformer(keras.Model):
 
         ``overrides`` replace architecture settings (``num_layers=2``, ``dropout=0.0``, ...);
         ``dtype`` (e.g. ``"mixed_bfloat16"``) and ``name`` go to ``keras.Model``; the preset's
-        training recipe becomes the default of ``compile()``.
+        training recipe becomes the default of ``compile()``, its decoding the translator's default.
         """
         preset = get_preset(name)
         if vocab_size is not None:
             overrides["vocab_size"] = vocab_size
         layer_kwargs = {k: overrides.pop(k) for k in ("dtype", "name") if k in overrides}
         config = preset.model_config(**overrides)
-        model = cls(**config.to_dict(), training_recipe=preset.training, **layer_kwargs)
+        model = cls(**config.to_dict(), training_recipe=preset.training, decoding=preset.decoding, **layer_kwargs)
         model.build()  # count_params() and summary() work at once, as keras-hub's presets do
         return model
 
@@ -392,6 +396,7 @@ class Transformer(keras.Model):
         config = super().get_config()
         config.update(self.config.to_dict())
         config["training_recipe"] = dataclasses.asdict(self.training_recipe)
+        config["decoding"] = dataclasses.asdict(self.decoding)
         return config
 
     @classmethod

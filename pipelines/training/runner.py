@@ -57,8 +57,11 @@ def build_model(config: TrainConfig, vocab_sizes: Vocabulary[int], strategy: tf.
             model = model_fn(model_config, policy)
         else:
             model = build_architecture(get_preset(config.preset).architecture, model_config, dtype=policy)
-        # The recipe this run trains with, so that a saved model compiles with it again.
+        # The recipe this run trains with, so that a saved model compiles with it again; the
+        # preset's decoding, so that it translates as the preset does.
         model.training_recipe = plan
+        if hasattr(model, "decoding"):
+            model.decoding = get_preset(config.preset).decoding
         model.build()
         optimizer = plan.optimizer(model_config.d_model, decay_fraction=plan.decay_fraction)
         optimizer.build(model.trainable_variables)

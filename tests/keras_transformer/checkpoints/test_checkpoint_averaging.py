@@ -22,6 +22,7 @@ from keras_transformer.checkpoints.model_checkpoint import (
     resolve_checkpoints,
     write_model_config,
 )
+from keras_transformer.models.presets import get_preset
 
 SMALL = {"vocab_size": 60, "num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32}
 
@@ -89,6 +90,8 @@ def test_average_equals_the_mean_of_the_checkpoint_files(tmp_path):
         np.testing.assert_array_equal(variable.numpy(), expected)
         np.testing.assert_array_equal(paths_[path].numpy(), expected)
     assert result.model_config["averaged_from"] == [str(p) for p in paths[-3:]]
+    # The averaged model decodes as its run's preset does (sentence by sentence), not as the paper's defaults.
+    assert loaded.decoding == get_preset("demo").decoding and loaded.decoding.split_sentences
 
 
 def test_average_of_explicit_paths_and_float32_accumulation(tmp_path):

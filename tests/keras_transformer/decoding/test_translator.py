@@ -6,7 +6,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.decoding.translator import Translator
-from keras_transformer.models.presets import DecodingSettings
+from keras_transformer.models.presets import DecodingSettings, get_preset
 from tests.keras_transformer.tiny_models import tiny_transformer
 
 SENTENCES = [
@@ -53,6 +53,16 @@ def test_defaults_come_from_decoding_settings(model, tokenizer):
     explicit = translator.translate(SENTENCES, beam_size=3, alpha=1.0, max_length_offset=3)
     assert translator.translate(SENTENCES) == explicit
     assert Translator(model, tokenizer).decoding == DecodingSettings()  # the paper's 4 / 0.6 / +50
+
+
+def test_a_model_of_a_preset_decodes_as_the_preset_by_default(tokenizer):
+    model = kt.Transformer.from_preset("demo", vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16,
+                                       num_heads=2, d_ff=32)
+    translator = Translator(model, tokenizer)
+    assert translator.decoding == get_preset("demo").decoding and translator.decoding.split_sentences
+    paragraph = ["Shows the weather. Has a tray icon."]
+    expected = [" ".join(translator.translate(["Shows the weather.", "Has a tray icon."]))]
+    assert translator.translate(paragraph) == expected
 
 
 def test_rejects_bad_arguments(model, tokenizer):

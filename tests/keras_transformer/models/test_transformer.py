@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import Transformer
+from keras_transformer.models.presets import get_preset
 from keras_transformer.training.schedules import TransformerSchedule
 
 VOCAB = 200
@@ -161,6 +162,9 @@ def test_from_preset_is_built_and_its_recipe_survives_save_and_load(tmp_path):
     loaded = keras.models.load_model(path, compile=False)
     assert loaded.training_recipe == model.training_recipe
     assert loaded.training_recipe.learning_rate_scale != 1.0  # cpu-small's, not the paper's
+    # ... and its decoding: the loaded model translates paragraphs sentence by sentence, as the preset.
+    assert loaded.decoding == model.decoding == get_preset("cpu-small").decoding
+    assert loaded.decoding.split_sentences and not Transformer(vocab_size=VOCAB).decoding.split_sentences
     loaded.compile()
     recipe = model.training_recipe
     expected = TransformerSchedule(model.config.d_model, recipe.warmup_steps, recipe.learning_rate_scale)(0)
