@@ -37,11 +37,15 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     model = kt.Transformer(vocab_size=vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32)
     model.build()
     model.save(run / "averaged" / "model.keras")
+    # Saved without a decoding of its own, as models were before they kept their preset's: the run's
+    # model_config.json names the preset, whose decoding (sentence by sentence) the evaluation uses.
+    from keras_transformer.checkpoints.model_checkpoint import model_config_dict, write_model_config
+    write_model_config(run / "averaged", model_config_dict(model, preset="demo"))
 
     report = run_json(REPO / "benchmarks" / "choose_alpha.py", "--run", run_dir / "latest", "--alphas", "0,1.5",
                       "--guards", "0,3", "--confirm-on", "test", "--beam-size", 2, "--max-sentences", 3,
                       "--max-length-offset", 3)
-    assert report["split"] == "validation" and report["sentences"] == 3
+    assert report["split"] == "validation" and report["sentences"] == 3 and report["split_sentences"] is True
     assert [(r["alpha"], r["repetition_guard"]) for r in report["results"]] == [(0.0, 0), (1.5, 0), (0.0, 3), (1.5, 3)]
     assert report["best_alpha"] in (0.0, 1.5) and report["config"] == (
         f"evaluation.alpha: {report['best_alpha']}, evaluation.repetition_guard: {report['best_repetition_guard']}")
