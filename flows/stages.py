@@ -217,6 +217,8 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
                 "max_length_offset": decoding.max_length_offset}
     settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
     settings["split_sentences"] = decoding.split_sentences
+    floor = getattr(eval_config, "min_length_ratio", None)
+    settings["min_length_ratio"] = decoding.min_length_ratio if floor is None else floor
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)

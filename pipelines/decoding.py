@@ -25,13 +25,15 @@ def is_chart_parser(translator) -> bool:
 
 
 def decoding_kwargs(translator, config) -> dict[str, Any]:
-    """The beam_size / alpha / max_length_offset overrides of ``config`` (any evaluation config), plus batch_size."""
+    """The beam_size / alpha / max_length_offset / min_length_ratio overrides of ``config`` (any evaluation
+    config), plus batch_size."""
     kwargs = {
         k: v
         for k, v in (
             ("beam_size", config.beam_size),
             ("alpha", config.alpha),
             ("max_length_offset", config.max_length_offset),
+            ("min_length_ratio", getattr(config, "min_length_ratio", None)),
         )
         if v is not None
     }
@@ -64,7 +66,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
         record = {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
         guard = settings.get("repetition_guard")
         return {**record, **({"repetition_guard": guard} if guard else {}),
-                **({"split_sentences": True} if settings.get("split_sentences") else {})}
+                **({"split_sentences": True} if settings.get("split_sentences") else {}),
+                **({"min_length_ratio": settings["min_length_ratio"]} if settings.get("min_length_ratio") else {})}
     record: dict[str, Any] = {}
     decoding = getattr(translator, "decoding", None)
     if decoding is not None:
@@ -75,7 +78,11 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
         }
         if decoding.split_sentences:  # recorded when on, as the guard: the paper's settings stay three
             record["split_sentences"] = True
+        if decoding.min_length_ratio:
+            record["min_length_ratio"] = decoding.min_length_ratio
     record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
+    if not record.get("min_length_ratio", 1):  # an override to none: as if never set
+        record.pop("min_length_ratio")
     if kwargs.get("constraint") is not None:
         record["repetition_guard"] = kwargs["constraint"].max_period
     return record

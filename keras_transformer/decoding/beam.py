@@ -93,6 +93,7 @@ def beam_search(
     bos_id: int,
     eos_id: int,
     pad_id: int = 0,
+    min_lengths=None,
 ) -> BeamSearchOutput:
     """Batched beam search with a finished set, GNMT length penalty and early termination.
 
@@ -106,6 +107,9 @@ def beam_search(
         max_lengths: ``[batch]`` int32 maximum output length per sentence, EOS included.
         beam_size: number of live (and of kept finished) hypotheses per sentence.
         alpha: length penalty exponent, >= 0 (0 ranks by log-probability alone).
+        min_lengths: optional ``[batch]`` int32 length floor: no hypothesis of sentence ``b``
+            ends (in EOS) before it holds ``min_lengths[b]`` tokens (not in the paper; see
+            :func:`length_floor`). The maximum length still ends it.
 
     Returns:
         :class:`BeamSearchOutput`, best hypothesis first per sentence.
@@ -137,6 +141,9 @@ def beam_search(
     # Best score any live hypothesis of sentence b can still reach is log-prob / lp(max_lengths[b]).
     max_penalty = length_penalty(max_lengths, alpha)
     rank = tf.range(2 * k)[None, :]
+    # Floors per row of the flattened [batch * k] hypotheses; a floor only removes candidates,
+    # so the early-termination bound below still holds.
+    floors = None if min_lengths is None else tf.repeat(tf.cast(min_lengths, tf.int32), k)
 
     def condition(step, alive_ids, alive_log_probs, f_ids, f_scores, f_log_probs, f_lengths, done, state):
         return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(done)))
@@ -144,6 +151,10 @@ def beam_search(
     def body(step, alive_ids, alive_log_probs, f_ids, f_scores, f_log_probs, f_lengths, done, state):
         log_probs, new_state = score_fn(tf.reshape(alive_ids, tf.stack([batch * k, width])), step, state)
         vocab = tf.shape(log_probs)[-1]
+        if floors is not None:
+            # ``step`` tokens are written: EOS now would end the hypothesis below its floor.
+            early_eos = (step < floors)[:, None] & tf.equal(tf.range(vocab), eos_id)[None, :]
+            log_probs = tf.where(early_eos, tf.cast(NEG_INF, log_probs.dtype), log_probs)
         log_probs = tf.reshape(tf.cast(log_probs, tf.float32), tf.stack([batch, k * vocab]))
         # Extend every live hypothesis by every token; keep the 2k best by log-probability.
         candidate_scores = tf.reshape(
@@ -214,8 +225,17 @@ def beam_search(
     )
 
 
+def length_floor(model, source_ids, min_length_ratio: float) -> tf.Tensor:
+    """``[batch]`` int32: ``min_length_ratio`` times each source's length in pieces (EOS not counted),
+    rounded down. A floor against stopping early (not in the paper): a model trained for an hour
+    sometimes ends a long sentence halfway, and short output costs BLEU its brevity penalty."""
+    pieces = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, model.config.pad_id), tf.float32), axis=1) - 1.0
+    return tf.cast(tf.floor(float(min_length_ratio) * tf.maximum(pieces, 0.0)), tf.int32)
+
+
 def beam_search_decode(
-    model, source_ids, beam_size: int = 4, alpha=0.6, max_length_offset=50, constraint=None, slots=None
+    model, source_ids, beam_size: int = 4, alpha=0.6, max_length_offset=50, constraint=None, slots=None,
+    min_length_ratio: float = 0.0,
 ) -> BeamSearchOutput:
     """Beam search with a :class:`~keras_transformer.Transformer` and its incremental cache.
 
@@ -229,16 +249,18 @@ def beam_search_decode(
 
     ``constraint`` (e.g. a :class:`~keras_transformer.decoding.constraints.BracketConstraint`) masks the
     tokens that would make a hypothesis invalid; ``slots`` (``[batch]`` int) is its per-sentence
-    input. A constrained search runs the beam even for ``beam_size=1``.
+    input. A constrained search runs the beam even for ``beam_size=1``, as does a length floor
+    (``min_length_ratio`` > 0, a Python number: no EOS before that fraction of the source's pieces).
     """
-    if beam_size == 1 and constraint is None:
+    if beam_size == 1 and constraint is None and not min_length_ratio:
         return _greedy_as_beam(greedy_decode(model, source_ids, max_length_offset), alpha)
     score_fn, state, max_lengths = prepare_decoding(model, source_ids, max_length_offset, beam_size)
     if constraint is not None:
         score_fn = constraint.wrap(score_fn)
         state = (state, constraint.initial_state(tf.repeat(tf.cast(slots, tf.int32), beam_size)))
+    floors = length_floor(model, source_ids, min_length_ratio) if min_length_ratio else None
     return beam_search(
-        score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, **special_ids(model)
+        score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, min_lengths=floors, **special_ids(model)
     )
 
 
@@ -253,12 +275,16 @@ def _greedy_as_beam(greedy: GreedyOutput, alpha) -> BeamSearchOutput:
     )
 
 
-def compiled_beam_search(model, beam_size: int, constraint=None):
+def compiled_beam_search(model, beam_size: int, constraint=None, min_length_ratio: float = 0.0):
     """A ``tf.function(source_ids, alpha, max_length_offset) -> BeamSearchOutput`` for ``model``.
 
-    Traced once per model and beam size; ``alpha`` and the offset are tensors, so changing them
-    does not retrace. With a ``constraint`` the function takes ``slots`` (``[batch]`` int32) too.
+    Traced once per model, beam size and length floor; ``alpha`` and the offset are tensors, so
+    changing them does not retrace. With a ``constraint`` the function takes ``slots`` (``[batch]``
+    int32) too.
     """
+    min_length_ratio = float(min_length_ratio)
+    if min_length_ratio < 0:
+        raise ValueError(f"min_length_ratio must be >= 0, got {min_length_ratio}")
 
     model_ref = weakref.ref(model)  # see decoding.compiled: the cache must not keep models alive
     signature = [
@@ -273,9 +299,10 @@ def compiled_beam_search(model, beam_size: int, constraint=None):
         @tf.function(input_signature=signature, reduce_retracing=True)
         def decode(source_ids, alpha, max_length_offset, *slots):
             return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
-                                      constraint, *slots)
+                                      constraint, *slots, min_length_ratio=min_length_ratio)
 
         return decode
 
     key = ("beam", beam_size) if constraint is None else ("constrained-beam", beam_size, id(constraint))
+    key += (min_length_ratio,) if min_length_ratio else ()
     return compiled(model, key, factory)

@@ -80,6 +80,7 @@ class Translator:
         n_best: bool = False,
         constraint=None,
         slots: Sequence[int] | None = None,
+        min_length_ratio: float | None = None,
     ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
@@ -92,7 +93,9 @@ class Translator:
         (:mod:`keras_transformer.decoding.constraints`). With the decoding setting
         ``split_sentences`` each paragraph is translated sentence by sentence
         (:mod:`keras_transformer.decoding.sentences`), except for an n-best list or a constraint
-        with slots, which are per input.
+        with slots, which are per input. ``min_length_ratio`` (default: the decoding setting) is the
+        beam search's length floor (:func:`~keras_transformer.decoding.beam.length_floor`; greedy
+        decoding has none).
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
@@ -106,22 +109,25 @@ class Translator:
             parts = split_sentences(sentences)
             flat = [part.decode("utf-8") for part in parts.flat_values.numpy()]
             translated = self._translate(flat, beam_size, alpha, max_length_offset, batch_size, greedy,
-                                         constraint=constraint)
+                                         constraint=constraint, min_length_ratio=min_length_ratio)
             return [t.decode("utf-8") for t in join_sentences(translated, parts.row_splits).numpy()]
         return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
-                               constraint, slots)
+                               constraint, slots, min_length_ratio)
 
     def _translate(self, sentences, beam_size=None, alpha=None, max_length_offset=None, batch_size=32,
-                   greedy=False, n_best=False, constraint=None, slots=None):
+                   greedy=False, n_best=False, constraint=None, slots=None, min_length_ratio=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         beam_size = self.decoding.beam_size if beam_size is None else int(beam_size)
         alpha = self.decoding.length_penalty if alpha is None else float(alpha)
         offset = self.decoding.max_length_offset if max_length_offset is None else int(max_length_offset)
+        floor = self.decoding.min_length_ratio if min_length_ratio is None else float(min_length_ratio)
         if beam_size < 1:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size}")
         if alpha < 0:
             raise ValueError(f"length penalty alpha must be >= 0, got {alpha}")
+        if floor < 0:
+            raise ValueError(f"min_length_ratio must be >= 0, got {floor}")
 
         encoded = self.encode(sentences)
         # Longest first: the first batch shows the worst-case time, and similar lengths share
@@ -137,12 +143,13 @@ class Translator:
         if greedy:
             decode = compiled_greedy_decode(self.model)
         else:
-            decode = compiled_beam_search(self.model, beam_size, constraint)
+            decode = compiled_beam_search(self.model, beam_size, constraint, floor)
         logger.info(
             "translating %d sentences in %d batches (%s)",
             len(sentences),
             len(batches),
-            "greedy" if greedy else f"beam {beam_size}, alpha {alpha}, max length input + {offset}",
+            "greedy" if greedy else f"beam {beam_size}, alpha {alpha}, max length input + {offset}"
+            + (f", no end before {floor:g} of the input" if floor else ""),
         )
         for batch in tqdm(batches, desc="translating", unit="batch", disable=None):
             width = max(len(encoded[i]) for i in batch)

@@ -62,6 +62,9 @@ class DecodingSettings:
     #: Translate a paragraph sentence by sentence (``keras_transformer.decoding.sentences``); the
     #: paper's test sets are single sentences, the DDTP descriptions paragraphs.
     split_sentences: bool = False
+    #: A length floor (not in the paper): no translation of a sentence ends before this fraction
+    #: of its source's pieces (``keras_transformer.decoding.beam.length_floor``); 0 is none.
+    min_length_ratio: float = 0.0
 
 
 @dataclass(frozen=True)

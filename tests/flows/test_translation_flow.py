@@ -28,6 +28,7 @@ def finished_run(tmp_path_factory):
     settings["evaluation"]["max_sentences"] = SCORED  # enough to compare what is shipped with it
     # A decoding option the export must carry in its graph for the comparison below to hold.
     settings["evaluation"]["repetition_guard"] = 4
+    settings["evaluation"]["min_length_ratio"] = 0.5  # and a length floor, another
     config.write_text(yaml.safe_dump(settings))
     previous = Path.cwd()
     os.chdir(tmp_path)
@@ -212,10 +213,11 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     # A model that says one thing whatever it reads would pass the comparison below trivially.
     assert len(set(scored)) > 1, scored
     record = json.loads(evaluation.joinpath("scores.json").read_text("utf-8"))["evaluation"]["decoding"]
-    assert record["repetition_guard"] == 4
+    assert record["repetition_guard"] == 4 and record["min_length_ratio"] == 0.5
 
     export = load_exported(result.export.directory)
     assert export.settings["repetition_guard"] == 4 and export.settings["constraint"] == "RepetitionGuard"
+    assert export.settings["min_length_ratio"] == 0.5
     # The demo's tokenizer copies URLs through: the scored translation of the source that holds one
     # (the test split's third) has it whole, put back by the decoding that every path below shares.
     assert export.settings["copies_verbatim"] is True

@@ -12,7 +12,7 @@ from pipelines.tasks.translation.evaluation import EvalConfig
 
 TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
                              decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50,
-                                                      split_sentences=False))
+                                                      split_sentences=False, min_length_ratio=0.0))
 
 
 def test_the_guard_becomes_the_translators_constraint_and_is_recorded():
@@ -47,6 +47,24 @@ def test_sentence_splitting_is_recorded_when_on():
     assert decoding_record(export, {})["split_sentences"] is True
 
 
+def test_a_length_floor_is_passed_on_recorded_and_checked_against_an_export():
+    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(min_length_ratio=0.5))
+    assert kwargs["min_length_ratio"] == 0.5 and decoding_record(TRANSLATOR, kwargs)["min_length_ratio"] == 0.5
+    # Left unset, the translator's own (the preset's) applies and is recorded when it has one.
+    assert "min_length_ratio" not in decoding_kwargs(TRANSLATOR, EvalConfig())
+    floored = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
+                                                                                "min_length_ratio": 0.6}))
+    assert decoding_record(floored, {})["min_length_ratio"] == 0.6
+    assert "min_length_ratio" not in decoding_record(floored, {"min_length_ratio": 0.0})
+    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "min_length_ratio": 0.6})
+    assert decoding_kwargs(export, EvalConfig(min_length_ratio=0.6)) == {"batch_size": 32}
+    assert decoding_record(export, {})["min_length_ratio"] == 0.6
+    with pytest.raises(ValueError, match="min_length_ratio=0.6; cannot decode with 0.3"):
+        decoding_kwargs(export, EvalConfig(min_length_ratio=0.3))
+
+
 def test_the_setting_is_checked():
     with pytest.raises(ValueError, match="repetition_guard"):
         EvalConfig(repetition_guard=-1)
+    with pytest.raises(ValueError, match="min_length_ratio must be a fraction"):
+        EvalConfig(min_length_ratio=1.5)

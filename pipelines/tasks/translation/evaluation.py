@@ -84,6 +84,8 @@ class EvalConfig:
     many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
     ``repetition_guard``: ``n > 0`` forbids any n-gram of up to ``n`` pieces three times in a row
     while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
+    ``min_length_ratio`` left ``None`` is the preset's length floor (``DecodingSettings``), else a
+    fraction of each source sentence's pieces no translation ends before (0: none).
     """
 
     split: str = "test"
@@ -96,6 +98,7 @@ class EvalConfig:
     width: int = 4
     attention_examples: int = 2
     repetition_guard: int = 0
+    min_length_ratio: float | None = None
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
@@ -113,6 +116,10 @@ class EvalConfig:
                              f"got {self.repetition_guard!r}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if self.min_length_ratio is not None and (isinstance(self.min_length_ratio, bool) or not isinstance(
+                self.min_length_ratio, (int, float)) or not 0 <= self.min_length_ratio < 1):
+            raise ValueError(f"min_length_ratio must be a fraction in [0, 1) (or null: the preset's), "
+                             f"got {self.min_length_ratio!r}")
         if self.max_sentences is not None and self.max_sentences < 1:
             raise ValueError(f"max_sentences must be positive, got {self.max_sentences}")
         if self.attention_examples < 0:

@@ -151,6 +151,27 @@ def test_beam_search_finds_exhaustive_optimum(alpha):
         assert np.all(np.diff(scores[b][kept]) <= 1e-6)
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_length_floor_gives_the_exhaustive_optimum_among_long_enough_outputs(alpha):
+    """No hypothesis ends in EOS below its sentence's floor; among those that may end, beam search
+    is still exact, and the floor changes answers the model would have cut short."""
+    max_lengths, dist = exhaustive_test_data()
+    floors = [min(f, m) for f, m in zip([1, 2, 3, 2, 3, 1, 4, 0] * 2, max_lengths)]
+    out = beam_search(dist.score_fn, tile_nest(dist.initial_state(), 128), tf.constant(max_lengths, tf.int32),
+                      beam_size=128, alpha=alpha, bos_id=BOS, eos_id=EOS, pad_id=PAD,
+                      min_lengths=tf.constant(floors, tf.int32))
+    ids, lengths = out.ids.numpy(), out.lengths.numpy()
+    changed = 0
+    for b, (max_length, floor) in enumerate(zip(max_lengths, floors)):
+        allowed = [h for h in hypotheses(max_length) if len(h) - (h[-1] == EOS) >= floor]
+        best = max(allowed, key=lambda h: exact_score(dist, b, h, alpha))
+        found = output_tokens(ids[b, 0], lengths[b, 0])
+        assert found in allowed
+        assert exact_score(dist, b, found, alpha) == pytest.approx(exact_score(dist, b, best, alpha), abs=1e-5)
+        changed += exhaustive_best(dist, b, max_length, alpha)[1] != found
+    assert changed >= 3
+
+
 def test_test_data_makes_length_penalty_matter():
     """Guards the test above: for some sentences the length-penalised optimum is not the
     most probable output, so a beam search ignoring the penalty would fail it."""

@@ -116,3 +116,41 @@ def test_export_and_translator_copy_the_sources_verbatim_spans(verbatim_tokenize
     loaded = load_exported(path)
     assert loaded.settings["copies_verbatim"] is True
     assert loaded.translate(sentences) == expected
+
+
+def eos_first_model(vocab_size):
+    """A tiny model that ends every output at once: its last LayerNorm's shift and the (shared)
+    EOS embedding agree, so the EOS logit is d_model where the others are a few units."""
+    model = tiny_transformer(vocab_size, num_layers=1)
+    weights = {w.path: w for w in model.weights}
+    weights["transformer/decoder_layer_0/feed_forward_residual/layer_norm/beta"].assign(tf.ones([32]))
+    embeddings = weights["transformer/source_embedding/embeddings"]
+    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[model.config.eos_id]], tf.ones([1, 32])))
+    return model
+
+
+def test_a_length_floor_decodes_alike_in_the_translator_and_the_export(tokenizer, tmp_path):
+    """No hypothesis of the floored search ends before half its source's pieces, and the export
+    (its floor in the graph and in its settings) gives the Translator's strings."""
+    from keras_transformer.decoding.beam import beam_search_decode, length_floor
+    from keras_transformer.models.presets import DecodingSettings
+
+    model = eos_first_model(tokenizer.vocab_size)
+    sentences = [s for s in SENTENCES if s]
+    source = tf.ragged.constant(Translator(model, tokenizer).encode(sentences)).to_tensor()
+    floors = length_floor(model, source, 0.5).numpy()
+    assert floors.min() >= 2
+    free = beam_search_decode(model, source, BEAM, ALPHA, OFFSET)
+    assert (free.lengths.numpy()[:, 0] == 1).all()  # EOS alone: the floor below has work to do
+    found = beam_search_decode(model, source, BEAM, ALPHA, OFFSET, min_length_ratio=0.5)
+    eos = model.config.eos_id
+    for ids, length, floor in zip(found.ids.numpy()[:, 0], found.lengths.numpy()[:, 0], floors):
+        assert length - (ids[length - 1] == eos) >= floor
+    translator = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, OFFSET, min_length_ratio=0.5))
+    expected = translator.translate(sentences)
+    assert all(expected) and not any(Translator(model, tokenizer).translate(sentences, beam_size=BEAM))
+    path = export_translator(model, tokenizer, tmp_path / "floored", beam_size=BEAM, alpha=ALPHA,
+                             max_length_offset=OFFSET, min_length_ratio=0.5)
+    loaded = load_exported(path)
+    assert loaded.settings["min_length_ratio"] == 0.5
+    assert loaded.translate(sentences) == expected
