@@ -122,9 +122,12 @@ def eos_first_model(vocab_size):
     """A tiny model that ends every output at once: its last LayerNorm's shift and the (shared)
     EOS embedding agree, so the EOS logit is d_model where the others are a few units."""
     model = tiny_transformer(vocab_size, num_layers=1)
-    weights = {w.path: w for w in model.weights}
-    weights["transformer/decoder_layer_0/feed_forward_residual/layer_norm/beta"].assign(tf.ones([32]))
-    embeddings = weights["transformer/source_embedding/embeddings"]
+
+    def weight(suffix):  # the model's name (its path's first part) depends on how many came before
+        return next(w for w in model.weights if w.path.endswith(suffix))
+
+    weight("decoder_layer_0/feed_forward_residual/layer_norm/beta").assign(tf.ones([32]))
+    embeddings = weight("source_embedding/embeddings")
     embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[model.config.eos_id]], tf.ones([1, 32])))
     return model
 
