@@ -91,19 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     if any(a < 0 for a in alphas):
         parser.error("alphas must be >= 0")
 
-    from keras_transformer.checkpoints.model_checkpoint import read_model_config
     from keras_transformer.decoding.translator import Translator
-    from keras_transformer.models.presets import get_preset, preset_names
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
 
-    # A model saved before models kept their preset's decoding decodes as the run's preset (its
-    # model_config.json), not as the paper's defaults: the evaluation stage's decoding either way.
-    decoding = None
-    info = read_model_config(Path(model).parent)
-    if info and info.get("preset") in preset_names():
-        decoding = get_preset(info["preset"]).decoding
-    translator = Translator.from_files(model, tokenizer, args.target_tokenizer, decoding=decoding)
+    # A model saved before models kept their preset's decoding decodes as its run's preset (from_files
+    # reads its model_config.json), as the evaluation stage decoded it.
+    translator = Translator.from_files(model, tokenizer, args.target_tokenizer)
     logger.info("decoding: %s", translator.decoding)
     corpus = Corpus.load(corpus_dir)
     guards = [int(g) for g in args.guards.split(",")]

@@ -81,8 +81,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
         if decoding.min_length_ratio:
             record["min_length_ratio"] = decoding.min_length_ratio
     record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
-    if not record.get("min_length_ratio", 1):  # an override to none: as if never set
-        record.pop("min_length_ratio")
+    if record.get("min_length_ratio") in (0, None):  # overridden to no floor: recorded as never set
+        record.pop("min_length_ratio", None)
     if kwargs.get("constraint") is not None:
         record["repetition_guard"] = kwargs["constraint"].max_period
     return record

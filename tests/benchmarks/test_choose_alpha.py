@@ -6,6 +6,7 @@ import pytest
 
 from tests.benchmarks import load
 from tests.benchmarks.test_benchmark_smoke import REPO, run_json
+from tests.keras_transformer.tiny_models import save_as_before_decoding_was_kept
 
 
 def test_the_best_alpha_is_the_highest_bleu_and_ties_go_to_the_smaller():
@@ -36,7 +37,7 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     vocab_size = SubwordTokenizer(tokenizer_model).vocab_size
     model = kt.Transformer(vocab_size=vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32)
     model.build()
-    model.save(run / "averaged" / "model.keras")
+    save_as_before_decoding_was_kept(model, run / "averaged" / "model.keras")
     # Saved without a decoding of its own, as models were before they kept their preset's: the run's
     # model_config.json names the preset, whose decoding (sentence by sentence) the evaluation uses.
     from keras_transformer.checkpoints.model_checkpoint import model_config_dict, write_model_config

@@ -11,3 +11,20 @@ def tiny_transformer(vocab_size: int, num_layers: int = 1) -> kt.Transformer:
                            dropout=0.0)
     model.build()
     return model
+
+
+def save_as_before_decoding_was_kept(model: kt.Transformer, path) -> None:
+    """Save ``model`` as a ``.keras`` file whose config lacks ``decoding``, as models were saved
+    before they kept their preset's decoding."""
+    import json
+    import zipfile
+
+    model.save(path)
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(members["config.json"])
+    del config["config"]["decoding"]
+    members["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
