@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_transformer.training.fused_adam import FusedAdam
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -71,7 +73,8 @@ class LinearDecayTail(keras.optimizers.schedules.LearningRateSchedule):
 
 def transformer_adam(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilon=1e-9, scale=1.0,
                      decay_fraction=None):
-    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 on ``TransformerSchedule`` (5.3).
+    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 on ``TransformerSchedule`` (5.3),
+    its update in one fused kernel on TensorFlow (:class:`FusedAdam`).
 
     With ``decay_fraction`` the rate also falls linearly to zero over that last part of the run
     (``LinearDecayTail``; its ``progress`` is the caller's to set).
@@ -79,7 +82,7 @@ def transformer_adam(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilo
     schedule = TransformerSchedule(d_model, warmup_steps, scale)
     if decay_fraction:
         schedule = LinearDecayTail(schedule, decay_fraction)
-    return keras.optimizers.Adam(
+    return FusedAdam(
         learning_rate=schedule,
         beta_1=beta_1,
         beta_2=beta_2,
