@@ -158,3 +158,11 @@ def test_translation_wiring_check_reports_overfit_bleu_and_the_source_zeroed_los
     assert report["source_check_passed"] == (0 < bleu and blind <= bleu / 2)
     assert report["nll_with_source"] > 0 and report["nll_source_zeroed"] > 0
     assert json.loads((tmp_path / "wiring.json").read_text()) == report
+
+
+def test_adam_update_benchmark_times_both_optimizers():
+    report = run_json(REPO / "benchmarks" / "bench_adam_update.py", "--preset", "demo", "--vocab-size", 500,
+                      "--rounds", 2)
+    assert set(report["milliseconds"]) == {"keras-adam", "fused-adam"}
+    assert all(ms > 0 for ms in report["milliseconds"].values()) and report["parameters"] > 0
+    assert all(len(turns) == 2 for turns in report["each_turn"].values())
