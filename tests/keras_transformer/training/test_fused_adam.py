@@ -101,3 +101,27 @@ def test_config_round_trip_and_the_papers_optimizer_is_fused():
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     assert isinstance(restored, FusedAdam)
     assert (restored.beta_1, restored.beta_2, restored.epsilon) == (0.9, 0.98, 1e-9)
+
+
+@pytest.mark.parametrize("saved_with, restored_into", [(keras.optimizers.Adam, FusedAdam),
+                                                       (FusedAdam, keras.optimizers.Adam)])
+def test_checkpoints_of_either_optimizer_restore_into_the_other(tmp_path, saved_with, restored_into):
+    # A run started before FusedAdam resumes from its checkpoint (and a checkpoint goes back):
+    # the trainer's checkpoint tracks the optimizer's slots and iterations by name.
+    def trained(cls, steps):
+        variables = [keras.Variable(w) for w in initial_weights()]
+        optimizer = cls(learning_rate=0.01, beta_2=0.98, epsilon=1e-9)
+        optimizer.build(variables)
+        for grads in gradients(steps):
+            optimizer.apply(grads, variables)
+        return variables, optimizer
+
+    variables, optimizer = trained(saved_with, 3)
+    path = tf.train.Checkpoint(weights=variables, optimizer=optimizer).write(str(tmp_path / "ckpt"))
+    fresh, other = trained(restored_into, 0)
+    tf.train.Checkpoint(weights=fresh, optimizer=other).read(path).assert_consumed()
+    assert int(other.iterations) == 3
+    for a, b in zip(other.variables, optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(fresh, variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
