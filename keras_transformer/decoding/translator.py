@@ -190,7 +190,7 @@ class Translator:
         model = keras.saving.load_model(model_path, compile=False)
         tokenizer = SubwordTokenizer(tokenizer_path)
         target = SubwordTokenizer(target_tokenizer_path) if target_tokenizer_path else None
-        return cls(model, tokenizer, target, decoding or run_preset_decoding(model_path))
+        return cls(model, tokenizer, target, decoding or run_preset_decoding(model, model_path))
 
 
 def load_translator(model_path, tokenizer_path, target_tokenizer_path=None, decoding=None):
@@ -210,32 +210,26 @@ def load_translator(model_path, tokenizer_path, target_tokenizer_path=None, deco
 
         return ChartParser(model, tokenizer)
     target = SubwordTokenizer(target_tokenizer_path) if target_tokenizer_path else None
-    return Translator(model, tokenizer, target, decoding or run_preset_decoding(model_path))
+    return Translator(model, tokenizer, target, decoding or run_preset_decoding(model, model_path))
 
 
-def run_preset_decoding(model_path) -> DecodingSettings | None:
+def run_preset_decoding(model, model_path) -> DecodingSettings | None:
     """The decoding of a saved model's run preset, for a ``.keras`` file saved before models kept
     their preset's decoding in their config; ``None`` for any other (it decodes as its config says).
 
     Such a model would otherwise decode with the paper's defaults (whole paragraphs, alpha 0.6),
-    not as its run's evaluation did. The preset is the one its run's ``model_config.json`` (beside
-    the model, as the training and averaging stages write it) names.
+    not as its run's evaluation did. ``Transformer.from_config`` marks it (``decoding_saved``); the
+    preset is the one its run's ``model_config.json`` (beside the model, as the training and
+    averaging stages write it) names.
     """
-    import json
-    import zipfile
     from pathlib import Path
 
     from keras_transformer.checkpoints.model_checkpoint import read_model_config
     from keras_transformer.models.presets import get_preset, preset_names
 
+    if getattr(model, "decoding_saved", True):
+        return None
     path = Path(model_path)
-    try:
-        with zipfile.ZipFile(path) as archive:
-            saved = json.loads(archive.read("config.json"))
-    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
-        return None
-    if saved.get("class_name") != "Transformer" or "decoding" in saved.get("config", {}):
-        return None
     info = read_model_config(path.parent) or {}
     if info.get("preset") not in preset_names():
         return None

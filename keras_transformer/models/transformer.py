@@ -401,4 +401,8 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        model = cls(**config)
+        # A file saved before models kept their decoding: the translator then decodes as its run's
+        # preset (``decoding.translator.run_preset_decoding``), not with the paper's defaults.
+        model.decoding_saved = "decoding" in config
+        return model
