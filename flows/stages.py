@@ -219,6 +219,8 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     settings["split_sentences"] = decoding.split_sentences
     floor = getattr(eval_config, "min_length_ratio", None)
     settings["min_length_ratio"] = decoding.min_length_ratio if floor is None else floor
+    coverage = getattr(eval_config, "coverage_penalty", None)
+    settings["coverage_penalty"] = decoding.coverage_penalty if coverage is None else coverage
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)

@@ -25,8 +25,8 @@ def is_chart_parser(translator) -> bool:
 
 
 def decoding_kwargs(translator, config) -> dict[str, Any]:
-    """The beam_size / alpha / max_length_offset / min_length_ratio overrides of ``config`` (any evaluation
-    config), plus batch_size."""
+    """The beam_size / alpha / max_length_offset / min_length_ratio / coverage_penalty overrides of
+    ``config`` (any evaluation config), plus batch_size."""
     kwargs = {
         k: v
         for k, v in (
@@ -34,6 +34,7 @@ def decoding_kwargs(translator, config) -> dict[str, Any]:
             ("alpha", config.alpha),
             ("max_length_offset", config.max_length_offset),
             ("min_length_ratio", getattr(config, "min_length_ratio", None)),
+            ("coverage_penalty", getattr(config, "coverage_penalty", None)),
         )
         if v is not None
     }
@@ -67,7 +68,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
         guard = settings.get("repetition_guard")
         return {**record, **({"repetition_guard": guard} if guard else {}),
                 **({"split_sentences": True} if settings.get("split_sentences") else {}),
-                **({"min_length_ratio": settings["min_length_ratio"]} if settings.get("min_length_ratio") else {})}
+                **({"min_length_ratio": settings["min_length_ratio"]} if settings.get("min_length_ratio") else {}),
+                **({"coverage_penalty": settings["coverage_penalty"]} if settings.get("coverage_penalty") else {})}
     record: dict[str, Any] = {}
     decoding = getattr(translator, "decoding", None)
     if decoding is not None:
@@ -80,9 +82,12 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
             record["split_sentences"] = True
         if decoding.min_length_ratio:
             record["min_length_ratio"] = decoding.min_length_ratio
+        if decoding.coverage_penalty:
+            record["coverage_penalty"] = decoding.coverage_penalty
     record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
-    if record.get("min_length_ratio") in (0, None):  # overridden to no floor: recorded as never set
-        record.pop("min_length_ratio", None)
+    for optional in ("min_length_ratio", "coverage_penalty"):  # overridden to none: recorded as never set
+        if record.get(optional) in (0, None):
+            record.pop(optional, None)
     if kwargs.get("constraint") is not None:
         record["repetition_guard"] = kwargs["constraint"].max_period
     return record

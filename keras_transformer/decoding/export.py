@@ -52,6 +52,7 @@ class TranslatorModule(tf.Module):
         constraint=None,
         split_sentences: bool = False,
         min_length_ratio: float = 0.0,
+        coverage_penalty: float = 0.0,
         name: str = "translator",
     ):
         super().__init__(name=name)
@@ -68,6 +69,7 @@ class TranslatorModule(tf.Module):
         self.max_length_offset = int(max_length_offset)
         self.split_sentences = bool(split_sentences)
         self.min_length_ratio = float(min_length_ratio)
+        self.coverage_penalty = float(coverage_penalty)
         if self.split_sentences and constraint is not None and getattr(constraint, "takes_slots", True):
             # Its slots count the input's words (the parser's brackets): per input, never per sentence.
             raise ValueError(f"split_sentences cannot be combined with {type(constraint).__name__}, "
@@ -87,7 +89,7 @@ class TranslatorModule(tf.Module):
             slots = tf.cast(tf.strings.split(sentences).row_lengths(), tf.int32)
         result = beam_search_decode(
             self.model, source, self.beam_size, self.alpha, self.max_length_offset, self.constraint, slots,
-            min_length_ratio=self.min_length_ratio,
+            min_length_ratio=self.min_length_ratio, coverage_penalty=self.coverage_penalty,
         )
         shape = tf.shape(result.ids)
         texts = self.target_tokenizer.detokenize(tf.reshape(result.ids, tf.stack([-1, shape[2]])))
@@ -119,6 +121,7 @@ def export_translator(
     constraint=None,
     split_sentences: bool = False,
     min_length_ratio: float = 0.0,
+    coverage_penalty: float = 0.0,
 ) -> Path:
     """Writes a SavedModel translating raw strings to ``path`` and returns the path.
 
@@ -130,7 +133,8 @@ def export_translator(
     ``constraint`` (a :class:`~keras_transformer.decoding.constraints.BracketConstraint`) constrains the
     beam search as in :meth:`Translator.translate`, with one slot per whitespace-separated word.
     ``split_sentences`` translates each input sentence by sentence (the n-best lists stay per input);
-    ``min_length_ratio`` is the beam search's length floor (``DecodingSettings.min_length_ratio``).
+    ``min_length_ratio`` is the beam search's length floor (``DecodingSettings.min_length_ratio``),
+    ``coverage_penalty`` its coverage penalty (``DecodingSettings.coverage_penalty``).
     """
     defaults = DecodingSettings()
     beam_size = defaults.beam_size if beam_size is None else int(beam_size)
@@ -138,7 +142,7 @@ def export_translator(
     max_length_offset = defaults.max_length_offset if max_length_offset is None else int(max_length_offset)
     path = Path(path)
     module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset, constraint,
-                              split_sentences, min_length_ratio)
+                              split_sentences, min_length_ratio, coverage_penalty)
     logger.info("tracing the translation graph (beam %d, alpha %s)", beam_size, alpha)
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
@@ -149,6 +153,7 @@ def export_translator(
         "max_length_offset": max_length_offset,
         "split_sentences": bool(split_sentences),
         "min_length_ratio": float(min_length_ratio),
+        "coverage_penalty": float(coverage_penalty),
         # URLs, e-mail addresses and paths go through as placeholders, put back from the source.
         "copies_verbatim": bool(getattr(module.target_tokenizer, "copies_verbatim", False)),
         "constraint": None if constraint is None else type(constraint).__name__,

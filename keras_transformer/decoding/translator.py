@@ -81,6 +81,7 @@ class Translator:
         constraint=None,
         slots: Sequence[int] | None = None,
         min_length_ratio: float | None = None,
+        coverage_penalty: float | None = None,
     ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
@@ -95,7 +96,8 @@ class Translator:
         (:mod:`keras_transformer.decoding.sentences`), except for an n-best list or a constraint
         with slots, which are per input. ``min_length_ratio`` (default: the decoding setting) is the
         beam search's length floor (:func:`~keras_transformer.decoding.beam.length_floor`; greedy
-        decoding has none).
+        decoding has none), ``coverage_penalty`` (default: the decoding setting) its coverage penalty
+        (:func:`~keras_transformer.decoding.beam.coverage_bonus`).
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
@@ -109,19 +111,22 @@ class Translator:
             parts = split_sentences(sentences)
             flat = [part.decode("utf-8") for part in parts.flat_values.numpy()]
             translated = self._translate(flat, beam_size, alpha, max_length_offset, batch_size, greedy,
-                                         constraint=constraint, min_length_ratio=min_length_ratio)
+                                         constraint=constraint, min_length_ratio=min_length_ratio,
+                                         coverage_penalty=coverage_penalty)
             return [t.decode("utf-8") for t in join_sentences(translated, parts.row_splits).numpy()]
         return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
-                               constraint, slots, min_length_ratio)
+                               constraint, slots, min_length_ratio, coverage_penalty)
 
     def _translate(self, sentences, beam_size=None, alpha=None, max_length_offset=None, batch_size=32,
-                   greedy=False, n_best=False, constraint=None, slots=None, min_length_ratio=None):
+                   greedy=False, n_best=False, constraint=None, slots=None, min_length_ratio=None,
+                   coverage_penalty=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         beam_size = self.decoding.beam_size if beam_size is None else int(beam_size)
         alpha = self.decoding.length_penalty if alpha is None else float(alpha)
         offset = self.decoding.max_length_offset if max_length_offset is None else int(max_length_offset)
         floor = self.decoding.min_length_ratio if min_length_ratio is None else float(min_length_ratio)
+        coverage = self.decoding.coverage_penalty if coverage_penalty is None else float(coverage_penalty)
         if beam_size < 1:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size}")
         if alpha < 0:
@@ -143,13 +148,14 @@ class Translator:
         if greedy:
             decode = compiled_greedy_decode(self.model)
         else:
-            decode = compiled_beam_search(self.model, beam_size, constraint, floor)
+            decode = compiled_beam_search(self.model, beam_size, constraint, floor, coverage)
         logger.info(
             "translating %d sentences in %d batches (%s)",
             len(sentences),
             len(batches),
             "greedy" if greedy else f"beam {beam_size}, alpha {alpha}, max length input + {offset}"
-            + (f", no end before {floor:g} of the input" if floor else ""),
+            + (f", no end before {floor:g} of the input" if floor else "")
+            + (f", coverage penalty {coverage:g}" if coverage else ""),
         )
         for batch in tqdm(batches, desc="translating", unit="batch", disable=None):
             width = max(len(encoded[i]) for i in batch)

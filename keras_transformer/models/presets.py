@@ -65,6 +65,9 @@ class DecodingSettings:
     #: A length floor (not in the paper): no translation of a sentence ends before this fraction
     #: of its source's pieces (``keras_transformer.decoding.beam.length_floor``); 0 is none.
     min_length_ratio: float = 0.0
+    #: GNMT's coverage penalty beta (not in the paper): finished hypotheses that left source tokens
+    #: unattended rank lower (``keras_transformer.decoding.beam.coverage_bonus``); 0 is none.
+    coverage_penalty: float = 0.0
 
 
 @dataclass(frozen=True)

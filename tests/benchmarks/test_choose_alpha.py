@@ -44,15 +44,19 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     write_model_config(run / "averaged", model_config_dict(model, preset="demo"))
 
     report = run_json(REPO / "benchmarks" / "choose_alpha.py", "--run", run_dir / "latest", "--alphas", "0,1.5",
-                      "--guards", "0,3", "--confirm-on", "test", "--beam-size", 2, "--max-sentences", 3,
-                      "--max-length-offset", 3)
+                      "--guards", "0,3", "--coverage", "0,0.5", "--confirm-on", "test", "--beam-size", 2,
+                      "--max-sentences", 3, "--max-length-offset", 3)
     assert report["split"] == "validation" and report["sentences"] == 3 and report["split_sentences"] is True
-    assert [(r["alpha"], r["repetition_guard"]) for r in report["results"]] == [(0.0, 0), (1.5, 0), (0.0, 3), (1.5, 3)]
-    assert report["best_alpha"] in (0.0, 1.5) and report["config"] == (
-        f"evaluation.alpha: {report['best_alpha']}, evaluation.repetition_guard: {report['best_repetition_guard']}")
-    # The chosen alpha on the test split and its unseen-packages companion, with and without the guard.
-    assert set(report["confirmation"]) == {"repetition_guard=0", "repetition_guard=3"}
-    assert set(report["confirmation"]["repetition_guard=3"]) == {"test", "test_unseen"}
+    assert [(r["alpha"], r["repetition_guard"], r["coverage_penalty"]) for r in report["results"]] == [
+        (a, g, c) for c in (0.0, 0.5) for g in (0, 3) for a in (0.0, 1.5)]
+    best = report["best_alpha"], report["best_repetition_guard"], report["best_coverage_penalty"]
+    assert report["config"] == (f"evaluation.alpha: {best[0]}, evaluation.repetition_guard: {best[1]}, "
+                                f"evaluation.coverage_penalty: {best[2]}")
+    # The chosen alpha on the test split and its unseen-packages companion, with and without the guard, with
+    # the chosen coverage penalty and without one.
+    assert set(report["confirmation"]) == {f"repetition_guard={g},coverage_penalty={c}"
+                                           for g in (0, 3) for c in {0.0, best[2]}}
+    assert set(report["confirmation"]["repetition_guard=3,coverage_penalty=0.0"]) == {"test", "test_unseen"}
     for entry in report["results"]:
         assert 0 <= entry["bleu"] <= 100 and 0 <= entry["brevity_penalty"] <= 1
         assert {"chrf", "length_ratio", "looping_hypotheses", "looping_references"} <= set(entry)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import keras_transformer as kt
 
 
@@ -28,3 +30,20 @@ def save_as_before_decoding_was_kept(model: kt.Transformer, path) -> None:
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
+
+
+def numpy_init(model, seed):
+    """Deterministic Glorot-uniform weights from NumPy.
+
+    Not ``keras.utils.set_random_seed``: its ``tf.random.set_seed`` resets TensorFlow's kernel
+    cache, which deletes tensorflow_text SentencePiece resources other tests still hold
+    (tensorflow/text#570). Biases stay zero and layer-norm scales one.
+    """
+    model.build()
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        shape = tuple(weight.shape)
+        if len(shape) >= 2:
+            limit = np.sqrt(6.0 / (shape[0] + shape[-1]))
+            weight.assign(rng.uniform(-limit, limit, shape).astype(weight.dtype))
+    return model

@@ -12,7 +12,8 @@ from pipelines.tasks.translation.evaluation import EvalConfig
 
 TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
                              decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50,
-                                                      split_sentences=False, min_length_ratio=0.0))
+                                                      split_sentences=False, min_length_ratio=0.0,
+                                                      coverage_penalty=0.0))
 
 
 def test_the_guard_becomes_the_translators_constraint_and_is_recorded():
@@ -63,8 +64,28 @@ def test_a_length_floor_is_passed_on_recorded_and_checked_against_an_export():
         decoding_kwargs(export, EvalConfig(min_length_ratio=0.3))
 
 
+def test_a_coverage_penalty_is_recorded_from_the_translator_or_the_export():
+    assert "coverage_penalty" not in decoding_record(TRANSLATOR, {})
+    covering = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
+                                                                                 "coverage_penalty": 0.2}))
+    assert decoding_record(covering, {})["coverage_penalty"] == 0.2
+    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "coverage_penalty": 0.2})
+    assert decoding_record(export, {})["coverage_penalty"] == 0.2
+    uncovered = SimpleNamespace(settings={**export.settings, "coverage_penalty": 0.0})
+    assert "coverage_penalty" not in decoding_record(uncovered, {})
+    # An evaluation may override it for a Translator, never for an export built with another.
+    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(coverage_penalty=0.4))
+    assert kwargs["coverage_penalty"] == 0.4 and decoding_record(TRANSLATOR, kwargs)["coverage_penalty"] == 0.4
+    assert "coverage_penalty" not in decoding_record(covering, {"coverage_penalty": 0.0})
+    assert decoding_kwargs(export, EvalConfig(coverage_penalty=0.2)) == {"batch_size": 32}
+    with pytest.raises(ValueError, match="coverage_penalty=0.2; cannot decode with 0.4"):
+        decoding_kwargs(export, EvalConfig(coverage_penalty=0.4))
+
+
 def test_the_setting_is_checked():
     with pytest.raises(ValueError, match="repetition_guard"):
         EvalConfig(repetition_guard=-1)
     with pytest.raises(ValueError, match="min_length_ratio must be a fraction"):
         EvalConfig(min_length_ratio=1.5)
+    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
+        EvalConfig(coverage_penalty=-0.1)

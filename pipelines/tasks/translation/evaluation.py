@@ -86,6 +86,7 @@ class EvalConfig:
     while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
     ``min_length_ratio`` left ``None`` is the preset's length floor (``DecodingSettings``), else a
     fraction of each source sentence's pieces no translation ends before (0: none).
+    ``coverage_penalty`` left ``None`` is the preset's (``DecodingSettings``), else GNMT's beta (0: none).
     """
 
     split: str = "test"
@@ -99,6 +100,7 @@ class EvalConfig:
     attention_examples: int = 2
     repetition_guard: int = 0
     min_length_ratio: float | None = None
+    coverage_penalty: float | None = None
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
@@ -120,6 +122,8 @@ class EvalConfig:
                 self.min_length_ratio, (int, float)) or not 0 <= self.min_length_ratio < 1):
             raise ValueError(f"min_length_ratio must be a fraction in [0, 1) (or null: the preset's), "
                              f"got {self.min_length_ratio!r}")
+        if self.coverage_penalty is not None and not self.coverage_penalty >= 0:
+            raise ValueError(f"coverage_penalty must be >= 0 (or null: the preset's), got {self.coverage_penalty!r}")
         if self.max_sentences is not None and self.max_sentences < 1:
             raise ValueError(f"max_sentences must be positive, got {self.max_sentences}")
         if self.attention_examples < 0:

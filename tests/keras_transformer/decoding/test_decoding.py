@@ -14,6 +14,7 @@ from keras_transformer.decoding.greedy import (
     max_output_lengths,
     source_lengths,
 )
+from tests.keras_transformer.tiny_models import numpy_init
 
 VOCAB = 16
 PAD, BOS, EOS = 0, 2, 3
@@ -31,23 +32,6 @@ def reversal_batch(rng, n, min_len=1, max_len=6, width=14):
         decoder_in[i, 0], decoder_in[i, 1 : length + 1] = BOS, words[::-1]
         decoder_out[i, :length], decoder_out[i, length] = words[::-1], EOS
     return source, decoder_in, decoder_out
-
-
-def numpy_init(model, seed):
-    """Deterministic Glorot-uniform weights from NumPy.
-
-    Not ``keras.utils.set_random_seed``: its ``tf.random.set_seed`` resets TensorFlow's kernel
-    cache, which deletes tensorflow_text SentencePiece resources other tests still hold
-    (tensorflow/text#570). Biases stay zero and layer-norm scales one.
-    """
-    model.build()
-    rng = np.random.default_rng(seed)
-    for weight in model.weights:
-        shape = tuple(weight.shape)
-        if len(shape) >= 2:
-            limit = np.sqrt(6.0 / (shape[0] + shape[-1]))
-            weight.assign(rng.uniform(-limit, limit, shape).astype(weight.dtype))
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +156,54 @@ def test_eager_and_compiled_beam_search_agree(trained_model):
     eager_greedy = greedy_decode(trained_model, source, 4)
     graph_greedy = compiled_greedy_decode(trained_model)(source, tf.constant(4))
     np.testing.assert_array_equal(eager_greedy.ids.numpy(), graph_greedy.ids.numpy())
+
+
+def full_decoder_coverage(model, source, prefixes) -> np.ndarray:
+    """``[rows, source_length]``: the encoder-decoder attention the whole decoder pays each source
+    position over the decoder inputs ``prefixes`` (BOS first), averaged over layers and heads."""
+    encoded = model.encode(source, training=False)
+    attention = model.decode(prefixes, encoded, model.padding_mask(source), training=False,
+                             return_attention_scores=True).attention
+    cross = np.stack([a["cross"].numpy() for a in attention])  # [layers, rows, heads, queries, source]
+    return cross.mean(axis=(0, 2)).sum(axis=1)
+
+
+def test_the_coverage_state_sums_the_attention_the_decoder_paid(trained_model):
+    from keras_transformer.decoding.greedy import COVERAGE, initial_ids, prepare_decoding, write_column
+
+    rng = np.random.default_rng(7)
+    source = tf.constant(reversal_batch(rng, 3, max_len=6)[0])
+    score_fn, state, _ = prepare_decoding(trained_model, source, 4, beam_size=1, coverage=True)
+    ids = initial_ids(3, 4, BOS, PAD)
+    for step, token in enumerate([5, 9, 4]):
+        _, state = score_fn(ids, tf.constant(step), state)
+        ids = write_column(ids, step + 1, tf.fill([3], token))
+    coverage = state[COVERAGE].numpy()
+    np.testing.assert_allclose(coverage, full_decoder_coverage(trained_model, source, ids[:, :3]), atol=1e-5)
+    np.testing.assert_allclose(coverage.sum(axis=1), 3.0, atol=1e-4)  # three steps, each a distribution
+    assert np.all(coverage[source.numpy() == PAD] == 0)
+
+
+def test_the_coverage_penalty_adds_gnmts_term_to_each_finished_hypothesis(trained_model):
+    from keras_transformer.decoding.beam import coverage_bonus, length_penalty
+
+    rng = np.random.default_rng(8)
+    source = tf.constant(reversal_batch(rng, 12, max_len=6)[0])
+    plain = beam_search_decode(trained_model, source, beam_size=3, alpha=0.6, max_length_offset=4)
+    beta = 2.0
+    found = compiled_beam_search(trained_model, 3, coverage_penalty=beta)(source, tf.constant(0.6), tf.constant(4))
+    eager = beam_search_decode(trained_model, source, 3, 0.6, 4, coverage_penalty=beta)
+    np.testing.assert_array_equal(eager.ids.numpy()[:, 0], found.ids.numpy()[:, 0])
+    ids, lengths = found.ids.numpy()[:, 0], found.lengths.numpy()[:, 0]
+    mask = trained_model.padding_mask(source)
+    for row in range(12):
+        length = int(lengths[row])
+        # The decoder inputs that chose this hypothesis' tokens: BOS and all but its last token.
+        prefix = tf.constant([[BOS, *ids[row, :length - 1]]], tf.int32)
+        coverage = full_decoder_coverage(trained_model, source[row:row + 1], prefix)
+        expected = (found.log_probs.numpy()[row, 0] / float(length_penalty(length, 0.6))
+                    + float(coverage_bonus(coverage, mask[row:row + 1], beta)[0]))
+        assert found.scores.numpy()[row, 0] == pytest.approx(expected, abs=1e-4)
+    assert np.all(found.scores.numpy()[:, 0] <= plain.scores.numpy()[:, 0] + 1e-6)  # the term is at most 0
+    # Guard: the penalty changes some answers.
+    assert any(not np.array_equal(a, b) for a, b in zip(found.ids.numpy()[:, 0], plain.ids.numpy()[:, 0]))

@@ -157,3 +157,29 @@ def test_a_length_floor_decodes_alike_in_the_translator_and_the_export(tokenizer
     loaded = load_exported(path)
     assert loaded.settings["min_length_ratio"] == 0.5
     assert loaded.translate(sentences) == expected
+
+
+def test_a_coverage_penalty_decodes_alike_in_the_translator_and_the_export(model, tokenizer, tmp_path):
+    from keras_transformer.decoding.beam import beam_search_decode
+    from keras_transformer.models.presets import DecodingSettings
+
+    # Outputs 3 tokens shorter than their sources pay at most n - 3 of attention to n source tokens,
+    # so every hypothesis' coverage term is at most 3 * -3: the guard below cannot pass by chance.
+    short = -3
+    sentences = [s for s in SENTENCES if s]
+    expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, short, coverage_penalty=3.0)
+                          ).translate(sentences)
+    plain = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, short))
+    assert plain.translate(sentences, coverage_penalty=3.0) == expected  # or per call
+    path = export_translator(model, tokenizer, tmp_path / "coverage", beam_size=BEAM, alpha=ALPHA,
+                             max_length_offset=short, coverage_penalty=3.0)
+    loaded = load_exported(path)
+    assert loaded.settings["coverage_penalty"] == 3.0
+    assert loaded.translate(sentences) == expected
+    # The export's scores carry the penalty.
+    source = tf.ragged.constant(plain.encode(sentences)).to_tensor()
+    covered = beam_search_decode(model, source, BEAM, ALPHA, short, coverage_penalty=3.0).scores.numpy()[:, 0]
+    uncovered = beam_search_decode(model, source, BEAM, ALPHA, short).scores.numpy()[:, 0]
+    assert (covered <= uncovered - 8.9).all()
+    exported_scores = loaded.module.n_best(tf.constant(sentences))["scores"].numpy()[:, 0]
+    assert exported_scores == pytest.approx(covered, abs=1e-4)
