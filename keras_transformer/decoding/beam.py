@@ -285,9 +285,12 @@ def beam_search_decode(
     finish_bonus = None
     if coverage_penalty:
         source_mask = tile_beams(model.padding_mask(tf.cast(source_ids, tf.int32)), beam_size)
-        # A constraint's state wraps the model's: (model state, its own).
-        model_state = (lambda s: s[0]) if constraint is not None else (lambda s: s)
-        finish_bonus = lambda s: coverage_bonus(model_state(s)[COVERAGE], source_mask, coverage_penalty)  # noqa: E731
+        wrapped = constraint is not None
+
+        def finish_bonus(search_state):
+            # A constraint's state wraps the model's: (model state, its own).
+            coverage = (search_state[0] if wrapped else search_state)[COVERAGE]
+            return coverage_bonus(coverage, source_mask, coverage_penalty)
     if constraint is not None:
         score_fn = constraint.wrap(score_fn)
         state = (state, constraint.initial_state(tf.repeat(tf.cast(slots, tf.int32), beam_size)))
