@@ -4,7 +4,8 @@ Our presets translate each paragraph sentence by sentence (``keras_transformer/d
 To compare the models and not only the products, the baseline trains once, as
 ``hour_vs_kerashub.py`` runs it (alone, on our train split, for ``--minutes``), and decodes one TSV
 holding both test splits' paragraphs whole and then their sentences, cut by the same
-``split_sentences``; the sentences' translations are joined per paragraph with a space. Both are
+``split_sentences`` (list items without their bullets, put back after, as ours); the sentences'
+translations are joined per paragraph with a space. Both are
 scored by the evaluation stage's code (``score_files``, ``loop_counts``). ``BASELINE`` is the keras-hub
 baseline's folder (its ``train.py``), kept outside this repository as for ``hour_vs_kerashub.py``.
 (``cpu-small-sentence-split-2026-11-27.json``)::
@@ -39,6 +40,23 @@ def join_per_paragraph(lines: list[str], sentences_per_paragraph: list[int]) -> 
     return joined
 
 
+def sentence_lines(pairs: list[tuple[str, str]]) -> tuple[list[str], list[str], list[int]]:
+    """The baseline's TSV lines of the paragraphs' sentences, their bullets and the sentences per paragraph.
+
+    A list item goes without its bullet, which is put back after, as our decoding does
+    (``translate_by_sentence``). The reference column repeats the paragraph's: it is not used, the
+    baseline's own scores of these lines are ignored.
+    """
+    from keras_transformer.decoding.sentences import split_bullets, split_sentences
+
+    parts = split_sentences([s for s, _ in pairs])
+    counts = [int(n) for n in parts.row_lengths()]
+    bullets, bodies = (t.numpy().tolist() for t in split_bullets(parts.flat_values))
+    targets = [t for (_, t), n in zip(pairs, counts) for _ in range(n)]
+    lines = [f"{s.decode('utf-8')}\t{t}\n" for s, t in zip(bodies, targets)]
+    return lines, [b.decode("utf-8") for b in bullets], counts
+
+
 def score(directory: Path, hypotheses: list[str], references: list[str]) -> dict:
     """The evaluation stage's files and scores for one split, in ``directory``."""
     from pipelines.tasks.translation import evaluation as ev
@@ -55,7 +73,6 @@ def score(directory: Path, hypotheses: list[str], references: list[str]) -> dict
 
 def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
-    from keras_transformer.decoding.sentences import split_sentences
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import clean_line
 
@@ -69,13 +86,11 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     corpus = Corpus.load(args.corpus_dir)
     counts = write_baseline_inputs(args.corpus_dir, args.out)
-    sentences, per_paragraph = [], {}
+    sentences, bullets, per_paragraph = [], [], {}
     for split in SPLITS:
-        pairs = list(corpus.pairs(split))
-        parts = split_sentences([s for s, _ in pairs]).to_list()
-        per_paragraph[split] = [len(p) for p in parts]
-        # The reference column is not used: the baseline's own scores of these lines are ignored.
-        sentences += [f"{s.decode('utf-8')}\t{t}\n" for p, (_, t) in zip(parts, pairs) for s in p]
+        lines, marks, per_paragraph[split] = sentence_lines(list(corpus.pairs(split)))
+        sentences += lines
+        bullets += marks
     with open(args.out / "eval.tsv", "a", encoding="utf-8") as file:
         file.writelines(sentences)
     command = [sys.executable, str(args.baseline_dir / "train.py"), "--train", str(args.out / "train.tsv"),
@@ -88,7 +103,8 @@ def main(argv=None) -> int:
     if len(lines) != whole_count + len(sentences):
         raise RuntimeError(f"baseline wrote {len(lines)} lines for {whole_count} paragraphs "
                            f"and {len(sentences)} sentences")
-    whole, split_lines = lines[:whole_count], lines[whole_count:]
+    whole = lines[:whole_count]
+    split_lines = [bullet + line for bullet, line in zip(bullets, lines[whole_count:])]
     result = json.loads((args.out / "kerashub" / "result.json").read_text(encoding="utf-8"))
     report = {"benchmark": "baseline_sentence_split", "steps": result["steps"], "epochs": result["epochs"],
               "minutes": result["minutes"], "decode_seconds_all_lines": result["decode_seconds"],

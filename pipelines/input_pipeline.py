@@ -133,7 +133,9 @@ def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Input
     source_tok, target_tok = as_vocabulary(tokenizers)
     parts = [str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint, target_tok.fingerprint]
     if sentence_pairs != "none":  # the caches written before the setting keep their names
-        parts.append(f"sentence_pairs={sentence_pairs}")
+        from keras_transformer.decoding.sentences import SPLIT_VERSION
+
+        parts.append(f"sentence_pairs={sentence_pairs},split={SPLIT_VERSION}")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cache_dir = Path(config.cache_dir) if config.cache_dir else corpus.directory / "cache"
     return cache_dir / f"{corpus.language_pair}.{split}.{key}.tfrecord"

@@ -7,7 +7,8 @@ while it trained on paragraphs, 789 of which (14% of the training tokens) were l
 sentences (5,290 of the 6,693 multi-sentence training pairs), the i-th sentences are taken as
 translations of each other: ``add`` keeps the paragraph and adds its sentence pairs, ``only``
 trains on the sentence pairs instead of such a paragraph. Paragraphs whose sides split unequally
-stay whole. Both sides are cut by the decoding's own splitter, so training sees what decoding cuts.
+stay whole. Both sides are cut by the decoding's own splitter, list items too (their bullets set
+aside as the decoding sets them aside), so training sees what decoding cuts.
 """
 
 from __future__ import annotations
@@ -26,15 +27,21 @@ def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
     if mode == "none":
         yield from pairs
         return
-    from keras_transformer.decoding.sentences import split_sentences
-
     pairs = iter(pairs)
     while chunk := [pair for _, pair in zip(range(chunk_size), pairs)]:
-        sources = split_sentences([s for s, _ in chunk]).to_list()
-        targets = split_sentences([t for _, t in chunk]).to_list()
+        sources = _sentences([s for s, _ in chunk])
+        targets = _sentences([t for _, t in chunk])
         for pair, source, target in zip(chunk, sources, targets):
             aligned = 1 < len(source) == len(target)
             if mode == "add" or not aligned:
                 yield pair
             if aligned:
                 yield from ((s.decode(), t.decode()) for s, t in zip(source, target))
+
+
+def _sentences(texts: list[str]) -> list[list[bytes]]:
+    """Each text's parts as the decoding gives them to the model: list items without their bullet."""
+    from keras_transformer.decoding.sentences import split_bullets, split_sentences
+
+    parts = split_sentences(texts)
+    return parts.with_flat_values(split_bullets(parts.flat_values)[1]).to_list()

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding.beam import beam_search_decode
 from keras_transformer.decoding.greedy import ensure_built
-from keras_transformer.decoding.sentences import join_sentences, split_sentences
+from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.models.presets import DecodingSettings
 from keras_transformer.tokenizer import source_batch
 
@@ -102,8 +102,7 @@ class TranslatorModule(tf.Module):
         sentence if exported with ``split_sentences`` (as ``Translator.translate``)."""
         if not self.split_sentences:
             return self.n_best(sentences)["hypotheses"][:, 0]
-        parts = split_sentences(sentences)
-        return join_sentences(self.n_best(parts.flat_values)["hypotheses"][:, 0], parts.row_splits)
+        return translate_by_sentence(sentences, lambda parts: self.n_best(parts)["hypotheses"][:, 0])
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
     def serve(self, sentences):
@@ -132,7 +131,8 @@ def export_translator(
     tensor directly. The settings are also recorded in ``assets.extra/translator.json``.
     ``constraint`` (a :class:`~keras_transformer.decoding.constraints.BracketConstraint`) constrains the
     beam search as in :meth:`Translator.translate`, with one slot per whitespace-separated word.
-    ``split_sentences`` translates each input sentence by sentence (the n-best lists stay per input);
+    ``split_sentences`` translates each input sentence by sentence and list item by list item (the
+    n-best lists stay per input);
     ``min_length_ratio`` is the beam search's length floor (``DecodingSettings.min_length_ratio``),
     ``coverage_penalty`` its coverage penalty (``DecodingSettings.coverage_penalty``).
     """

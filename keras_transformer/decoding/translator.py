@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from keras_transformer.decoding.beam import compiled_beam_search
 from keras_transformer.decoding.greedy import compiled_greedy_decode
-from keras_transformer.decoding.sentences import join_sentences, split_sentences
+from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.models.presets import DecodingSettings
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class Translator:
         (for a caller that must reject some, e.g. a parse that is not a tree over its words).
         ``constraint`` with ``slots`` (one int per sentence) constrains the beam search
         (:mod:`keras_transformer.decoding.constraints`). With the decoding setting
-        ``split_sentences`` each paragraph is translated sentence by sentence
+        ``split_sentences`` each paragraph is translated sentence by sentence and item by item
         (:mod:`keras_transformer.decoding.sentences`), except for an n-best list or a constraint
         with slots, which are per input. ``min_length_ratio`` (default: the decoding setting) is the
         beam search's length floor (:func:`~keras_transformer.decoding.beam.length_floor`; greedy
@@ -108,12 +108,13 @@ class Translator:
         if self.decoding.split_sentences and not per_input:
             # One beam search over every sentence of every paragraph, then each paragraph joined
             # by the ops its export uses (keras_transformer.decoding.sentences).
-            parts = split_sentences(sentences)
-            flat = [part.decode("utf-8") for part in parts.flat_values.numpy()]
-            translated = self._translate(flat, beam_size, alpha, max_length_offset, batch_size, greedy,
-                                         constraint=constraint, min_length_ratio=min_length_ratio,
-                                         coverage_penalty=coverage_penalty)
-            return [t.decode("utf-8") for t in join_sentences(translated, parts.row_splits).numpy()]
+            def translate_parts(parts):
+                flat = [part.decode("utf-8") for part in parts.numpy()]
+                return tf.constant(self._translate(
+                    flat, beam_size, alpha, max_length_offset, batch_size, greedy, constraint=constraint,
+                    min_length_ratio=min_length_ratio, coverage_penalty=coverage_penalty), tf.string)
+
+            return [t.decode("utf-8") for t in translate_by_sentence(sentences, translate_parts).numpy()]
         return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
                                constraint, slots, min_length_ratio, coverage_penalty)
 

@@ -59,8 +59,9 @@ class DecodingSettings:
     beam_size: int = 4
     length_penalty: float = 0.6
     max_length_offset: int = 50
-    #: Translate a paragraph sentence by sentence (``keras_transformer.decoding.sentences``); the
-    #: paper's test sets are single sentences, the DDTP descriptions paragraphs.
+    #: Translate a paragraph sentence by sentence and list item by list item
+    #: (``keras_transformer.decoding.sentences``); the paper's test sets are single sentences, the
+    #: DDTP descriptions paragraphs.
     split_sentences: bool = False
     #: A length floor (not in the paper): no translation of a sentence ends before this fraction
     #: of its source's pieces (``keras_transformer.decoding.beam.length_floor``); 0 is none.

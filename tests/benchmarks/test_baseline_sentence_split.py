@@ -10,6 +10,16 @@ from tests.benchmarks import load
 _script = load("baseline_sentence_split")
 join_per_paragraph = _script.join_per_paragraph
 score = _script.score
+sentence_lines = _script.sentence_lines
+
+
+def test_list_items_go_without_their_bullets_and_come_back():
+    lines, bullets, counts = sentence_lines([("Tools. Features: * fast * small", "Werkzeuge."), ("One.", "Eins.")])
+    assert lines == ["Tools.\tWerkzeuge.\n", "Features:\tWerkzeuge.\n", "fast\tWerkzeuge.\n",
+                     "small\tWerkzeuge.\n", "One.\tEins.\n"]
+    assert bullets == ["", "", "* ", "* ", ""] and counts == [4, 1]
+    translated = [bullet + line.split("\t")[0].upper() for bullet, line in zip(bullets, lines)]
+    assert join_per_paragraph(translated, counts) == ["TOOLS. FEATURES: * FAST * SMALL", "ONE."]
 
 
 def test_sentences_are_joined_back_into_their_paragraphs():

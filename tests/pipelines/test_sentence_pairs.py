@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from keras_transformer.decoding import sentences
 from pipelines.input_pipeline import InputConfig, build_cache, cache_path, lengths_path, token_dataset
 from pipelines.input_reports import length_report
 from pipelines.sentence_pairs import with_sentence_pairs
@@ -12,19 +13,22 @@ PAIRS = [
     ("One sentence only, e.g. here.", "Nur ein Satz, z. B. hier."),
     # Three English sentences, two German ones: no alignment, the paragraph stays whole.
     ("It reads XML. It writes JSON. It is fast.", "Es liest XML und schreibt JSON. Es ist schnell."),
+    # A list: its items are pairs too, without their bullets, as the decoding gives them to the model.
+    ("Features: * fast * small", "Merkmale: * schnell * klein"),
 ]
 
 
 def test_add_keeps_the_paragraph_and_adds_aligned_sentences():
     assert list(with_sentence_pairs(PAIRS, "add")) == [
         PAIRS[0], ("Tools for foo.", "Werkzeuge für foo."),
-        ("This package contains the tools.", "Dieses Paket enthält sie."), PAIRS[1], PAIRS[2]]
+        ("This package contains the tools.", "Dieses Paket enthält sie."), PAIRS[1], PAIRS[2],
+        PAIRS[3], ("Features:", "Merkmale:"), ("fast", "schnell"), ("small", "klein")]
 
 
 def test_only_replaces_aligned_paragraphs_and_none_changes_nothing():
     assert list(with_sentence_pairs(PAIRS, "only", chunk_size=2)) == [
         ("Tools for foo.", "Werkzeuge für foo."), ("This package contains the tools.", "Dieses Paket enthält sie."),
-        PAIRS[1], PAIRS[2]]
+        PAIRS[1], PAIRS[2], ("Features:", "Merkmale:"), ("fast", "schnell"), ("small", "klein")]
     assert list(with_sentence_pairs(PAIRS, "none")) == PAIRS
 
 
@@ -35,11 +39,16 @@ def test_the_setting_is_checked():
         list(with_sentence_pairs(PAIRS, "both"))
 
 
-def test_only_the_training_cache_holds_sentence_pairs(ddtp_corpus, tokenizer, tmp_path):
+def test_only_the_training_cache_holds_sentence_pairs(ddtp_corpus, tokenizer, tmp_path, monkeypatch):
     config = InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path), sentence_pairs="add")
-    # The setting's default keeps the caches written before it (their names do not change).
+    # The setting's default keeps the caches written before it (their names do not change); a cache of
+    # sentence pairs is named by the split that cut them, so a newer split does not read an older cut.
     assert cache_path(ddtp_corpus, "train", tokenizer, config) == cache_path(
         ddtp_corpus, "train", tokenizer, InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path)))
+    with monkeypatch.context() as patch:
+        current = cache_path(ddtp_corpus, "train", tokenizer, config, "add")
+        patch.setattr(sentences, "SPLIT_VERSION", sentences.SPLIT_VERSION + 1)
+        assert cache_path(ddtp_corpus, "train", tokenizer, config, "add") != current
     paragraphs = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config)))
     added = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config, "add")))
     only = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config, "only")))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from keras_transformer.decoding.export import METADATA_FILE, export_translator, load_exported
-from keras_transformer.decoding.sentences import join_sentences, split_sentences
+from keras_transformer.decoding.sentences import join_sentences, split_bullets, split_sentences
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.models.presets import DecodingSettings
 from tests.keras_transformer.tiny_models import tiny_transformer
@@ -28,12 +28,18 @@ SPLITS = [
     # Normalised as the tokenizer normalises: no empty or space-padded sentence.
     ("  Two\n lines.  Here  ", ["Two lines.", "Here"]),
     ("", [""]),
+    # Inline lists: each item is a part, its bullet with it; "*" not between spaces is no bullet.
+    ("Main features: * It is fast * It is small. * Free",
+     ["Main features:", "* It is fast", "* It is small.", "* Free"]),
+    ("* one * two", ["* one", "* two"]),
+    ("Matches *.txt and vim-*-files; 2*3 *", ["Matches *.txt and vim-*-files; 2*3 *"]),
 ]
 PARAGRAPHS = [
     "Shows the current weather. It reads the forecast from the network.",
     "A library for reading and writing PNG images, with tools.",
     "",
     "This package contains the development files. Most users do not need it! Install it to build.",
+    "Main features: * reads the network * shows the weather",
 ]
 BEAM, OFFSET = 2, 4
 
@@ -43,6 +49,12 @@ def test_split_sentences(text, sentences):
     parts = split_sentences([text])
     assert [s.decode("utf-8") for s in parts.flat_values.numpy()] == sentences
     assert join_sentences(parts.flat_values, parts.row_splits).numpy()[0].decode("utf-8") == " ".join(sentences)
+
+
+def test_split_bullets():
+    bullets, bodies = split_bullets(["* fast", "plain", "*bold", "", "a * b"])
+    assert [b.decode() for b in bullets.numpy()] == ["* ", "", "", "", ""]
+    assert [b.decode() for b in bodies.numpy()] == ["fast", "plain", "*bold", "", "a * b"]
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +71,13 @@ def splitting(model, tokenizer):
 def test_translator_joins_the_translations_of_the_sentences(splitting):
     whole = Translator(splitting.model, splitting.tokenizer, decoding=dataclasses.replace(
         splitting.decoding, split_sentences=False))
-    parts = split_sentences(PARAGRAPHS)
-    expected = [" ".join(whole.translate([s.decode("utf-8") for s in row])) for row in parts.numpy()]
+    # Each part translated alone, a list item without its bullet and the bullet put back.
+    expected = []
+    for row in split_sentences(PARAGRAPHS).to_list():
+        bullets, bodies = (list(t.numpy()) for t in split_bullets(row))
+        translations = whole.translate([b.decode("utf-8") for b in bodies])
+        expected.append(" ".join(b.decode("utf-8") + t for b, t in zip(bullets, translations)))
+    assert expected[-1].startswith(whole.translate(["Main features:"])[0] + " * ")
     assert splitting.translate(PARAGRAPHS, batch_size=3) == expected
     assert expected != whole.translate(PARAGRAPHS)  # guard: splitting changes what the model is given
     # An n-best list is per input, as the parser's constrained search needs it.
