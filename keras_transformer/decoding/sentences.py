@@ -56,8 +56,8 @@ def split_sentences(texts) -> tf.RaggedTensor:
 def split_bullets(parts) -> tuple[tf.Tensor, tf.Tensor]:
     """``tf.string [n]`` parts -> their bullets (``"* "`` or ``""``) and their text without it."""
     parts = tf.convert_to_tensor(parts, tf.string)
-    bullets = tf.where(tf.strings.regex_full_match(parts, _BULLET + ".*"), "* ", "")
-    return bullets, tf.strings.regex_replace(parts, _BULLET, "")
+    bodies = tf.strings.regex_replace(parts, _BULLET, "")
+    return tf.where(bodies != parts, "* ", ""), bodies
 
 
 def join_sentences(translations, row_splits) -> tf.Tensor:
