@@ -62,7 +62,7 @@ def _bleu(model, tokenizers, pairs, beam_size: int, sources: list[str] | None = 
             "example": {"source": pairs[0][0], "reference": references[0], "hypothesis": hypotheses[0]}}
 
 
-def _objective_steps(model, optimizer, unlikelihood: float, source, target_in, target_out):
+def _objective_steps(model, optimizer, unlikelihood: float, source, target_in, target_out, window: int = 0):
     """With ``train.unlikelihood`` set, steps on the training stage's objective (its unlikelihood term,
     no label smoothing) instead of ``fit``'s cross-entropy: the check then covers the loss the run trains on."""
     if not unlikelihood:
@@ -71,7 +71,7 @@ def _objective_steps(model, optimizer, unlikelihood: float, source, target_in, t
 
     from keras_transformer.training.objectives import TranslationObjective
 
-    objective = TranslationObjective(model, 0.0, unlikelihood)
+    objective = TranslationObjective(model, 0.0, unlikelihood, window)
     optimizer.build(model.trainable_variables)
 
     @tf.function
@@ -119,7 +119,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
         raise ValueError(f"--optimizer must be 'fixed' or 'recipe', got {optimizer!r}")
     model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
-    train_steps = _objective_steps(model, trained_with, pipeline.train.unlikelihood, source, target_in, target_out)
+    train_steps = _objective_steps(model, trained_with, pipeline.train.unlikelihood, source, target_in, target_out,
+                                   window=pipeline.train.unlikelihood_window)
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
         if train_steps is None:
@@ -139,7 +140,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     losses = source_losses(model, source, target_in, target_out)
     return {"pairs": len(chosen), "max_length": limit, "optimizer": optimizer, "parameters": model.count_params(),
             "objective": "cross-entropy (fit)" if train_steps is None
-            else f"the training stage's, unlikelihood {pipeline.train.unlikelihood}",
+            else f"the training stage's, unlikelihood {pipeline.train.unlikelihood}"
+                 f" (window {pipeline.train.unlikelihood_window or 'all'})",
             "steps": steps,
             "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
             "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,

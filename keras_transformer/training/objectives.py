@@ -37,15 +37,16 @@ class TranslationObjective:
     A model with a word tagger (``config.tagger``) also learns it from the slots of the target;
     its loss is added to ``total``, not to the reported ``loss``, which stays the decoder's.
     ``unlikelihood`` > 0 adds that weight times the token-level unlikelihood of the reference's
-    earlier tokens (:mod:`.unlikelihood`) to ``total`` while training.
+    earlier tokens (:mod:`.unlikelihood`) to ``total`` while training: all of them, or with
+    ``unlikelihood_window`` > 0 the last that many before each position.
     """
 
     #: ``nll`` is a cross-entropy per target token: its exp is a perplexity.
     per_token_cross_entropy = True
 
-    def __init__(self, model, label_smoothing: float, unlikelihood: float = 0.0):
+    def __init__(self, model, label_smoothing: float, unlikelihood: float = 0.0, unlikelihood_window: int = 0):
         self.model, self.label_smoothing = model, float(label_smoothing)
-        self.unlikelihood = float(unlikelihood)
+        self.unlikelihood, self.unlikelihood_window = float(unlikelihood), int(unlikelihood_window)
         self.tagged = getattr(model.config, "tagger", "none") != "none"
 
     def __call__(self, source, target_in, target_out, training: bool) -> ObjectiveSums:
@@ -63,9 +64,14 @@ class TranslationObjective:
         loss = tf.reduce_sum(losses)
         total = loss
         if self.unlikelihood and training:
-            from keras_transformer.training.unlikelihood import previous_token_candidates, unlikelihood_sum
+            from keras_transformer.training.unlikelihood import (
+                previous_token_candidates,
+                recent_token_candidates,
+                unlikelihood_sum,
+            )
 
-            ids, candidates = previous_token_candidates(target_out, pad_id)
+            ids, candidates = (recent_token_candidates(target_out, self.unlikelihood_window, pad_id)
+                               if self.unlikelihood_window else previous_token_candidates(target_out, pad_id))
             total += self.unlikelihood * unlikelihood_sum(logits, tf.boolean_mask(ids, real),
                                                           tf.boolean_mask(candidates, real))
         if self.tagged:
@@ -126,7 +132,7 @@ class SpanObjective:
 
 
 def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[str] | None = None,
-                  unlikelihood: float = 0.0):
+                  unlikelihood: float = 0.0, unlikelihood_window: int = 0):
     """The training objective of ``model``: a span parser's needs the target vocabulary's pieces."""
     from keras_transformer.models.span_parser import SpanParser
 
@@ -136,4 +142,4 @@ def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[s
         if unlikelihood:
             raise ValueError("unlikelihood applies to a decoder's tokens; a span parser has none")
         return SpanObjective(model, target_pieces)
-    return TranslationObjective(model, label_smoothing, unlikelihood)
+    return TranslationObjective(model, label_smoothing, unlikelihood, unlikelihood_window)

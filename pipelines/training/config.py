@@ -82,7 +82,8 @@ class TrainConfig:
     ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
     zero over that last fraction of the run, measured the same way. ``unlikelihood`` (not in the
     paper; 0: off) weighs a token-level unlikelihood loss against repeating the reference's earlier
-    tokens (``keras_transformer.training.unlikelihood``), a cause of looping output.
+    tokens (``keras_transformer.training.unlikelihood``), a cause of looping output;
+    ``unlikelihood_window`` > 0 takes only that many tokens before each position (0: all of them).
     ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
     tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
     global (all replicas) count is within half an average batch of the budget, so a step holds
@@ -116,6 +117,7 @@ class TrainConfig:
     warmup_steps: int | None = None
     label_smoothing: float | None = None
     unlikelihood: float = 0.0
+    unlikelihood_window: int = 0
     learning_rate_scale: float | None = None
     tokens_per_step: int | None = None
     accumulation_batches: int | None = None
@@ -184,6 +186,9 @@ class TrainConfig:
         if isinstance(self.unlikelihood, bool) or not isinstance(self.unlikelihood, (int, float)) \
                 or self.unlikelihood < 0:
             fail("unlikelihood", "must be a weight >= 0 (0: off)")
+        if isinstance(self.unlikelihood_window, bool) or not isinstance(self.unlikelihood_window, int) \
+                or self.unlikelihood_window < 0:
+            fail("unlikelihood_window", "must be a number of tokens >= 0 (0: the whole prefix)")
         if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:

@@ -8,11 +8,16 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer.training.objectives import TranslationObjective, objective_for
-from keras_transformer.training.unlikelihood import previous_token_candidates, unlikelihood_sum
+from keras_transformer.training.unlikelihood import (
+    previous_token_candidates,
+    recent_token_candidates,
+    unlikelihood_sum,
+)
 
 
-def candidates_at(target_out):
-    ids, mask = previous_token_candidates(tf.constant(target_out))
+def candidates_at(target_out, window=0):
+    target_out = tf.constant(target_out)
+    ids, mask = recent_token_candidates(target_out, window) if window else previous_token_candidates(target_out)
     ids, mask = ids.numpy(), mask.numpy()
     return [[sorted(int(i) for i in ids[b, t][mask[b, t]]) for t in range(ids.shape[1])] for b in range(ids.shape[0])]
 
@@ -24,6 +29,19 @@ def test_candidates_are_the_distinct_earlier_tokens_other_than_the_gold():
         # A reference that repeats a token is never pushed away from it.
         [[], [], [], [9], [3, 9], [3, 9]],
     ]
+
+
+def test_a_window_takes_the_distinct_recent_tokens_other_than_the_gold():
+    rows = [[5, 6, 5, 7, 3, 0], [9, 9, 9, 3, 0, 0], [4, 5, 4, 5, 6, 7]]
+    assert candidates_at(rows, window=2) == [
+        # At t=4 the last two are 5 (t=2) and 7; 6 is out of the window.
+        [[], [5], [6], [5, 6], [5, 7], [3, 7]],
+        [[], [], [], [9], [3, 9], [3]],
+        # 4 5 4 5: the nearer 4 or 5 is the same candidate as the farther, counted once.
+        [[], [4], [5], [4], [4, 5], [5, 6]],
+    ]
+    # A window as long as the sentence finds what the whole prefix does.
+    assert candidates_at(rows, window=6) == candidates_at(rows)
 
 
 def test_the_sum_is_minus_log_one_minus_p_of_each_candidate():
@@ -73,3 +91,19 @@ def test_the_objective_adds_the_weighted_unlikelihood_while_training(transformer
     held_out = TranslationObjective(transformer, 0.1, unlikelihood=0.5)(source, target_in, target_out, training=False)
     assert float(held_out.total) == pytest.approx(float(held_out.loss))
     assert isinstance(objective_for(transformer, 0.1, unlikelihood=0.5), TranslationObjective)
+
+
+def test_the_objective_takes_the_window_s_candidates(transformer):
+    source = tf.constant([[5, 6, 7, 3]])
+    target_in = tf.constant([[1, 10, 11, 12, 10]])
+    target_out = tf.constant([[10, 11, 12, 10, 3]])
+    plain = TranslationObjective(transformer, 0.0)(source, target_in, target_out, training=True)
+    windowed = objective_for(transformer, 0.0, unlikelihood=1.0, unlikelihood_window=1)(
+        source, target_in, target_out, training=True)
+    logits = tf.reshape(transformer((source, target_in), training=True), [5, -1])
+    ids, mask = recent_token_candidates(target_out, 1)
+    extra = unlikelihood_sum(logits, ids[0], mask[0])
+    np.testing.assert_allclose(float(windowed.total), float(plain.total) + float(extra), rtol=1e-5)
+    whole = TranslationObjective(transformer, 0.0, 1.0)(source, target_in, target_out, training=True)
+    # The whole prefix has more candidates (10 and 11 before the last 3): a larger term.
+    assert float(whole.total) > float(windowed.total)
