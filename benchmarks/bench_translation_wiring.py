@@ -109,6 +109,10 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     settings = {**pipeline.train.model, "dropout": 0.0}
     model = Transformer.from_preset(pipeline.train.preset, source_vocab_size=source_tok.vocab_size,
                                     target_vocab_size=target_tok.vocab_size, **settings)
+    # Each pair is translated back whole, as it was trained: a paragraph kept whole (its sides split
+    # into unlike numbers of sentences) would otherwise be translated sentence by sentence, which
+    # nothing taught the model, and the overfit would fail for the decoding's sake.
+    model.decoding = dataclasses.replace(model.decoding, split_sentences=False)
     config = model.config
     source, target_in, target_out = arrays(chosen, source_tok, target_tok, config.eos_id, config.bos_id)
     if optimizer == "recipe":
