@@ -189,6 +189,8 @@ class TrainConfig:
         if isinstance(self.unlikelihood_window, bool) or not isinstance(self.unlikelihood_window, int) \
                 or self.unlikelihood_window < 0:
             fail("unlikelihood_window", "must be a number of tokens >= 0 (0: the whole prefix)")
+        if self.unlikelihood_window and not self.unlikelihood:
+            fail("unlikelihood_window", "has no effect without train.unlikelihood (a weight > 0)")
         if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:
