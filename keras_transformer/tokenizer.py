@@ -22,7 +22,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.text import VERBATIM, normalize, one_line, protect, restore, verbatim_spans
+from keras_transformer.text import IDENTIFIERS, VERBATIM, normalize, one_line, protect, restore, verbatim_spans
 
 __all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch"]
 
@@ -53,6 +53,9 @@ class SubwordTokenizer(tf.Module):
         # Trained with the verbatim placeholder (TokenizerConfig.verbatim), the vocabulary holds it
         # as a piece of its own; otherwise it would be byte pieces and unknown as a piece.
         self._copies_verbatim = processor.piece_to_id(VERBATIM) != self._unk_id
+        # TokenizerConfig.verbatim_identifiers: the marker piece says so from inside the model
+        # proto, so a translator and its export protect the same spans as training did.
+        self._copies_identifiers = self._copies_verbatim and processor.piece_to_id(IDENTIFIERS) != self._unk_id
         # The op's resource is shared by node name: unnamed, a source and a target tokenizer get
         # the same name when a SavedModel is loaded and collapse into one (the reloaded parser
         # detokenized tree symbols with the words' model). A name from the model's own bytes is
@@ -98,6 +101,11 @@ class SubwordTokenizer(tf.Module):
         return self._copies_verbatim
 
     @property
+    def copies_identifiers(self) -> bool:
+        """Whether words mixing letters and digits (``MD5``, ``IPv6``) are verbatim spans too."""
+        return self._copies_identifiers
+
+    @property
     def special_ids(self) -> frozenset[int]:
         """Pad, unknown, BOS and EOS ids."""
         return frozenset({self._pad_id, self._unk_id, self._bos_id, self._eos_id})
@@ -115,7 +123,7 @@ class SubwordTokenizer(tf.Module):
         span is the placeholder piece.
         """
         text = normalize(tf.convert_to_tensor(strings, dtype=tf.string))
-        return self._sp.tokenize(protect(text) if self._copies_verbatim else text)
+        return self._sp.tokenize(protect(text, self._copies_identifiers) if self._copies_verbatim else text)
 
     def restore(self, translations, sources) -> tf.Tensor:
         """``translations`` (``tf.string [batch]``, detokenized) with the placeholders replaced by
@@ -124,7 +132,8 @@ class SubwordTokenizer(tf.Module):
         translations = tf.convert_to_tensor(translations, tf.string)
         if not self._copies_verbatim:
             return translations
-        return restore(translations, verbatim_spans(normalize(tf.convert_to_tensor(sources, tf.string))))
+        sources = normalize(tf.convert_to_tensor(sources, tf.string))
+        return restore(translations, verbatim_spans(sources, self._copies_identifiers))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on,

@@ -56,7 +56,8 @@ class TokenizerConfig:
     symbols that occur, up to that many. ``character_coverage`` defaults to 0.9995 for subword
     models and to 1.0 for ``word`` models: a tree symbol made of a rare letter (``EX``, ``-LRB-``,
     ``UH``) would otherwise be unknown. ``verbatim: true`` makes URLs, e-mail addresses and paths
-    one placeholder piece, which the decoders replace with the source's (the translation presets).
+    one placeholder piece, which the decoders replace with the source's (the translation presets);
+    ``verbatim_identifiers: true`` adds words mixing letters and digits (``MD5``, ``IPv6``).
     """
 
     vocab_size: int = 8000
@@ -69,6 +70,7 @@ class TokenizerConfig:
     normalization_rule_name: str = "identity"
     num_threads: int = 2
     verbatim: bool = False
+    verbatim_identifiers: bool = False
     target: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -86,6 +88,8 @@ class TokenizerConfig:
         if self.vocab_size < minimum:
             raise ValueError(f"vocab_size must be at least {minimum} with these settings, "
                              f"got {self.vocab_size}")
+        if self.verbatim_identifiers and not self.verbatim:
+            raise ValueError("verbatim_identifiers needs verbatim: true (identifiers are verbatim spans)")
         if self.character_coverage is not None and not 0 < self.character_coverage <= 1:
             raise ValueError("character_coverage must be in (0, 1]")
 
@@ -96,7 +100,8 @@ class TokenizerConfig:
 
 
 def _trainer_kwargs(config: TokenizerConfig) -> dict:
-    from keras_transformer.text import VERBATIM  # TensorFlow: imported when training, not with the config
+    # TensorFlow: imported when training, not with the config
+    from keras_transformer.text import IDENTIFIERS, VERBATIM
 
     word = config.model_type == "word"
     return dict(
@@ -120,7 +125,8 @@ def _trainer_kwargs(config: TokenizerConfig) -> dict:
         max_sentence_length=16384,
         # A word vocabulary holds what occurs; vocab_size only caps it.
         hard_vocab_limit=not word,
-        user_defined_symbols=[VERBATIM] if config.verbatim else [],
+        user_defined_symbols=[symbol for symbol, on in ((VERBATIM, config.verbatim),
+                                                        (IDENTIFIERS, config.verbatim_identifiers)) if on],
     )
 
 
@@ -133,7 +139,7 @@ def _protected(sentences: Iterator[str], config: TokenizerConfig, batch: int = 4
     from keras_transformer.text import protect
 
     while chunk := list(itertools.islice(sentences, batch)):
-        yield from (line.decode("utf-8") for line in protect(chunk).numpy())
+        yield from (line.decode("utf-8") for line in protect(chunk, config.verbatim_identifiers).numpy())
 
 
 def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Path,
@@ -178,8 +184,9 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.asdict(config)
-    if not config.verbatim:  # the tokenizers trained before the setting stay up to date
-        del settings["verbatim"]
+    for setting in ("verbatim", "verbatim_identifiers"):  # the tokenizers trained before them stay up to date
+        if not settings[setting]:
+            del settings[setting]
 
     def fingerprint(langs: tuple[str, ...]) -> dict:
         return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)

@@ -156,6 +156,7 @@ def export_translator(
         "coverage_penalty": float(coverage_penalty),
         # URLs, e-mail addresses and paths go through as placeholders, put back from the source.
         "copies_verbatim": bool(getattr(module.target_tokenizer, "copies_verbatim", False)),
+        "copies_identifiers": bool(getattr(module.target_tokenizer, "copies_identifiers", False)),
         "constraint": None if constraint is None else type(constraint).__name__,
         # The guard's period: an evaluation of this export checks it asked for the same.
         **({"repetition_guard": constraint.max_period} if hasattr(constraint, "max_period") else {}),

@@ -28,6 +28,19 @@ def test_spans_are_urls_addresses_and_paths(text, expected):
     assert spans(text) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Checksums: MD5, SHA1, SHA256 and SHA512.", ["MD5", "SHA1", "SHA256", "SHA512"]),
+    ("IPv6 and x86_64 for Qt5-based 3D games, mp3 and W3C.", ["IPv6", "x86", "Qt5", "3D", "mp3", "W3C"]),
+    # German writes these otherwise ("32-Bit", "4.", "1990er"); inside a name or a URL they stay its.
+    ("32bit, the 4th, 1990s, 3d, libfoo-qt5, http://a.org/v2/x, 1/2.", ["http://a.org/v2/x"]),
+])
+def test_identifiers_are_spans_only_when_asked(text, expected):
+    found = [s.decode("utf-8") for s in verbatim_spans([text], identifiers=True).to_list()[0]]
+    assert found == expected
+    assert spans(text) == [s for s in expected if "/" in s]
+    assert restore(protect([text], identifiers=True), verbatim_spans([text], identifiers=True)).numpy()[0].decode() == text
+
+
 def test_protect_leaves_one_placeholder_per_span_and_the_text_around():
     text = "Docs in /usr/share/doc/foo/ or at https://foo.org/. Bugs: bugs@foo.org"
     assert protect([text]).numpy()[0].decode() == f"Docs in {P} or at {P}. Bugs: {P}"
