@@ -62,16 +62,17 @@ def _bleu(model, tokenizers, pairs, beam_size: int, sources: list[str] | None = 
             "example": {"source": pairs[0][0], "reference": references[0], "hypothesis": hypotheses[0]}}
 
 
-def _objective_steps(model, optimizer, unlikelihood: float, source, target_in, target_out, window: int = 0):
-    """With ``train.unlikelihood`` set, steps on the training stage's objective (its unlikelihood term,
-    no label smoothing) instead of ``fit``'s cross-entropy: the check then covers the loss the run trains on."""
-    if not unlikelihood:
+def _objective_steps(model, optimizer, train, source, target_in, target_out):
+    """With ``train.unlikelihood`` set (``train``: the run's ``TrainConfig``), steps on the training
+    stage's objective (its unlikelihood term and window, no label smoothing) instead of ``fit``'s
+    cross-entropy: the check then covers the loss the run trains on."""
+    if not train.unlikelihood:
         return None
     import tensorflow as tf
 
     from keras_transformer.training.objectives import TranslationObjective
 
-    objective = TranslationObjective(model, 0.0, unlikelihood, window)
+    objective = TranslationObjective(model, 0.0, train.unlikelihood, train.unlikelihood_window)
     optimizer.build(model.trainable_variables)
 
     @tf.function
@@ -123,8 +124,7 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
         raise ValueError(f"--optimizer must be 'fixed' or 'recipe', got {optimizer!r}")
     model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
-    train_steps = _objective_steps(model, trained_with, pipeline.train.unlikelihood, source, target_in, target_out,
-                                   window=pipeline.train.unlikelihood_window)
+    train_steps = _objective_steps(model, trained_with, pipeline.train, source, target_in, target_out)
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
         if train_steps is None:

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer.training.objectives import TranslationObjective
+from pipelines.training.config import TrainConfig
 from tests.benchmarks import load
 
 
@@ -21,13 +22,15 @@ def test_the_objective_steps_learn_the_pairs_with_the_unlikelihood_term():
     source = np.array([[5, 6, 7, 3], [8, 9, 3, 0]], np.int32)
     target_in = np.array([[1, 10, 11, 10, 12], [1, 13, 13, 3, 0]], np.int32)
     target_out = np.array([[10, 11, 10, 12, 3], [13, 13, 3, 0, 0]], np.int32)
-    assert wiring._objective_steps(model, keras.optimizers.Adam(1e-2), 0.0, source, target_in, target_out) is None
-    objective = TranslationObjective(model, 0.0, 1.0)
+    adam = keras.optimizers.Adam(1e-2)
+    assert wiring._objective_steps(model, adam, TrainConfig(), source, target_in, target_out) is None
+    train = TrainConfig(unlikelihood=1.0, unlikelihood_window=2)
+    objective = TranslationObjective(model, 0.0, 1.0, 2)
 
     def total():
         sums = objective(tf.constant(source), tf.constant(target_in), tf.constant(target_out), training=True)
         return float(sums.total / sums.count)
 
     before = total()
-    wiring._objective_steps(model, keras.optimizers.Adam(1e-2), 1.0, source, target_in, target_out)(60)
+    wiring._objective_steps(model, keras.optimizers.Adam(1e-2), train, source, target_in, target_out)(60)
     assert total() < 0.2 * before
