@@ -70,8 +70,9 @@ class InputConfig:
     ``repeat`` repeats a training dataset indefinitely (otherwise the caller repeats).
     ``bucket_by`` is the length examples are bucketed (and batches sized) by: ``longer`` (the
     longer side) or ``source`` (a model whose cost is the source's).
-    ``sentence_pairs`` (``none``, ``add``, ``only``) cuts the training split's paragraph pairs into
-    sentence pairs where both sides split alike (``pipelines.sentence_pairs``); other splits stay whole.
+    ``sentence_pairs`` (``none``, ``add``, ``only``, ``only_aligned``) cuts the training split's paragraph
+    pairs into sentence pairs where both sides split alike (``pipelines.sentence_pairs``); other splits
+    stay whole.
     """
 
     tokens_per_batch: int = 4096

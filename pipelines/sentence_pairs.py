@@ -7,8 +7,10 @@ while it trained on paragraphs, 789 of which (14% of the training tokens) were l
 sentences (5,290 of the 6,693 multi-sentence training pairs), the i-th sentences are taken as
 translations of each other: ``add`` keeps the paragraph and adds its sentence pairs, ``only``
 trains on the sentence pairs instead of such a paragraph. Paragraphs whose sides split unequally
-stay whole. Both sides are cut by the decoding's own splitter, list items too (their bullets set
-aside as the decoding sets them aside), so training sees what decoding cuts.
+stay whole, except with ``only_aligned``, which drops them: decoding cuts their sources into
+sentences all the same, so whole they teach inputs the model is never given. Both sides are cut by
+the decoding's own splitter, list items too (their bullets set aside as the decoding sets them aside),
+so training sees what decoding cuts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 #: ``InputConfig.sentence_pairs``: the paragraphs as they are, or with their sentence pairs.
-MODES = ("none", "add", "only")
+MODES = ("none", "add", "only", "only_aligned")
 
 
 def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
@@ -33,7 +35,7 @@ def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
         targets = _sentences([t for _, t in chunk])
         for pair, source, target in zip(chunk, sources, targets):
             aligned = 1 < len(source) == len(target)
-            if mode == "add" or not aligned:
+            if mode == "add" or (not aligned and (mode == "only" or len(source) == len(target))):
                 yield pair
             if aligned:
                 yield from ((s.decode(), t.decode()) for s, t in zip(source, target))

@@ -32,6 +32,12 @@ def test_only_replaces_aligned_paragraphs_and_none_changes_nothing():
     assert list(with_sentence_pairs(PAIRS, "none")) == PAIRS
 
 
+def test_only_aligned_drops_the_paragraphs_whose_sides_split_unalike():
+    assert list(with_sentence_pairs(PAIRS, "only_aligned", chunk_size=3)) == [
+        ("Tools for foo.", "Werkzeuge für foo."), ("This package contains the tools.", "Dieses Paket enthält sie."),
+        PAIRS[1], ("Features:", "Merkmale:"), ("fast", "schnell"), ("small", "klein")]
+
+
 def test_the_setting_is_checked():
     with pytest.raises(ValueError, match="sentence_pairs must be one of none, add, only"):
         InputConfig(sentence_pairs="sentences")
