@@ -97,8 +97,12 @@ def pipeline_for(task: str):
 def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Path, minutes: float | None,
                       seconds_per_step: float | None = None, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """The overrides one variant's pipeline runs with: shared ones, then the variant's own."""
+    # A variant with tokenizer settings of its own gets its own run_dir: in the shared one, the next
+    # variant's tokenizer (minutes to train) would overwrite it, and the calibration trains each twice.
+    own = "tokenizer" in variant.get("overrides", {})
+    run_dir = out / (f"work-{variant['name']}" if own else "work")
     # Never registered; every variant's files kept (retention would drop the oldest variants').
-    fixed: dict[str, Any] = {"run_dir": str(out / "work"), "retention": {"keep_runs": None},
+    fixed: dict[str, Any] = {"run_dir": str(run_dir), "retention": {"keep_runs": None},
                              "tracking": {**(tracking or {}), "run_name": variant["name"], "register": False}}
     if minutes:
         # The budget decides when training ends; train_steps is only a cap.

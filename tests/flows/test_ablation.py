@@ -8,7 +8,7 @@ import mlflow
 import pytest
 import yaml
 
-from flows.ablation import ablation_flow
+from flows.ablation import ablation_flow, variant_overrides
 from pipelines.config import ConfigError
 from tests.flows.conftest import write_config
 
@@ -63,3 +63,13 @@ def test_a_bad_variant_setting_fails_before_any_variant_trains(tmp_path):
     assert not (tmp_path / "out" / "work").exists()
     with pytest.raises(ConfigError, match="no such variant"):
         ablation_flow(str(path), out=str(tmp_path / "out"), only=["missing"])
+
+
+def test_a_variant_with_its_own_tokenizer_gets_its_own_run_dir(tmp_path):
+    """Variants share one run_dir (corpus, tokenizer, caches) unless their tokenizers differ: one
+    tokenizer directory would be retrained, and overwritten, at every change of variant."""
+    def run_dir(variant):
+        return variant_overrides({}, variant, tmp_path, minutes=None)["run_dir"]
+
+    assert run_dir({"name": "a", "overrides": {}}) == run_dir({"name": "b", "overrides": {"input": {"x": 1}}})
+    assert run_dir({"name": "c", "overrides": {"tokenizer": {"vocab_size": 900}}}) == str(tmp_path / "work-c")
