@@ -97,8 +97,8 @@ def pipeline_for(task: str):
 def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Path, minutes: float | None,
                       seconds_per_step: float | None = None, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """The overrides one variant's pipeline runs with: shared ones, then the variant's own."""
-    # A variant with tokenizer settings of its own gets its own run_dir: in the shared one, the next
-    # variant's tokenizer (minutes to train) would overwrite it, and the calibration trains each twice.
+    # A variant with tokenizer settings of its own gets its own run_dir: in the shared one, each change
+    # of variant retrained the tokenizer over the last one's, so a variant's files no longer matched it.
     own = "tokenizer" in variant.get("overrides", {})
     run_dir = out / (f"work-{variant['name']}" if own else "work")
     # Never registered; every variant's files kept (retention would drop the oldest variants').
