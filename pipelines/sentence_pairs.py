@@ -35,7 +35,8 @@ def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
         targets = _sentences([t for _, t in chunk])
         for pair, source, target in zip(chunk, sources, targets):
             aligned = 1 < len(source) == len(target)
-            if mode == "add" or (not aligned and (mode == "only" or len(source) == len(target))):
+            dropped = mode == "only_aligned" and len(source) != len(target)
+            if mode == "add" or (not aligned and not dropped):
                 yield pair
             if aligned:
                 yield from ((s.decode(), t.decode()) for s, t in zip(source, target))

@@ -103,14 +103,12 @@ def test_verbatim_tokenizer_has_one_placeholder_piece(verbatim_tokenizer, tokeni
     assert placeholder in ids and not any("example" in p or "html" in p for p in pieces)
 
 
-def test_identifier_tokenizer_says_so_from_its_model(ddtp_corpus, verbatim_tokenizer, tmp_path):
+def test_identifier_tokenizer_says_so_from_its_model(ddtp_corpus, verbatim_tokenizer, identifier_tokenizer_model):
     """verbatim_identifiers puts a marker piece in the vocabulary; a tokenizer loaded from the model
     alone (a translator, an export) protects and restores identifiers as training did."""
     from keras_transformer.text import VERBATIM
 
-    config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000, verbatim=True,
-                             verbatim_identifiers=True)
-    model = train_tokenizer(ddtp_corpus, config, tmp_path).source
+    model = identifier_tokenizer_model
     assert json.loads(model.with_suffix(".json").read_text())["inputs"]["config"]["verbatim_identifiers"] is True
     tok = SubwordTokenizer(model.read_bytes())
     assert tok.copies_identifiers and not verbatim_tokenizer.copies_identifiers
