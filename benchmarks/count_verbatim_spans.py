@@ -26,8 +26,10 @@ def count(sources: list[str], hypotheses: list[str], references: list[str], iden
     from keras_transformer.text import normalize, verbatim_spans
     from pipelines.tasks.translation.repetition import repeated_ngram
 
+    normalized = normalize(sources)
+
     def found(**kwargs) -> list[list[str]]:
-        return [[s.decode("utf-8") for s in row] for row in verbatim_spans(normalize(sources), **kwargs).to_list()]
+        return [[s.decode("utf-8") for s in row] for row in verbatim_spans(normalized, **kwargs).to_list()]
 
     spans = found()
     if identifiers:  # the spans the setting adds: those found with it and not without

@@ -25,6 +25,15 @@ class ConfigError(ValueError):
     """A configuration value or key is invalid; the message names the setting and its source."""
 
 
+class SettingError(ConfigError):
+    """One setting's value is invalid: raised by a config's ``__post_init__`` checks, so that
+    :func:`from_dict` can point at that setting's own line (or its ``--set``), not its section's."""
+
+    def __init__(self, config: Any, name: str, why: str):
+        super().__init__(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
+        self.setting = name
+
+
 def _is_dataclass_type(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
@@ -128,6 +137,8 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str | Origin
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
+        if isinstance(err, SettingError):
+            raise ConfigError(f"{origin.where((*_path, err.setting), _path)}: {err}") from err
         if isinstance(err, ConfigError):
             raise ConfigError(f"{origin.where(_path)}: {err}") from err
         raise ConfigError(f"{origin.where(_path)}: invalid {cls.__name__}: {err}") from err

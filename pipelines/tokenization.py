@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import sentencepiece as spm
 
 from keras_transformer.files import atomic_write_bytes
+from pipelines.config import SettingError
 from pipelines.corpus import Corpus, sha256_bytes
 from pipelines.vocabulary import Vocabulary
 
@@ -76,23 +77,21 @@ class TokenizerConfig:
     def __post_init__(self) -> None:
         if self.target:
             if self.shared:
-                raise ValueError("target settings need shared: false (one vocabulary has one model)")
+                raise SettingError(self, "target", "needs shared: false (one vocabulary has one model)")
             allowed = {f.name for f in dataclasses.fields(self)} - {"target", "shared"}
             unknown = sorted(set(self.target) - allowed)
             if unknown:
-                raise ValueError(f"unknown target setting(s) {unknown}")
+                raise SettingError(self, "target", f"unknown setting(s) {unknown}")
             self.target_side()  # checks the target's settings now, not after the source's training
         if self.model_type not in ("bpe", "unigram", "char", "word"):
-            raise ValueError(f"unknown model_type {self.model_type!r}")
+            raise SettingError(self, "model_type", "expected bpe, unigram, char or word")
         minimum = 4 + (256 if self.byte_fallback else 0) + 1
         if self.vocab_size < minimum:
-            raise ValueError(f"vocab_size must be at least {minimum} with these settings, "
-                             f"got {self.vocab_size}")
+            raise SettingError(self, "vocab_size", f"must be at least {minimum} with these settings")
         if self.verbatim_identifiers and not self.verbatim:
-            raise ValueError("verbatim_identifiers needs verbatim: true (identifiers are verbatim spans)")
+            raise SettingError(self, "verbatim_identifiers", "needs verbatim: true (identifiers are verbatim spans)")
         if self.character_coverage is not None and not 0 < self.character_coverage <= 1:
-            raise ValueError("character_coverage must be in (0, 1]")
-
+            raise SettingError(self, "character_coverage", "must be in (0, 1]")
 
     def target_side(self) -> TokenizerConfig:
         """The settings of the target side's model."""

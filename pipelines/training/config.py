@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.presets import TrainingRecipe, get_preset
-from pipelines.config import ConfigError
+from pipelines.config import SettingError
 from pipelines.distribution import STRATEGY_KINDS
 from pipelines.vocabulary import Vocabulary
 
@@ -142,12 +142,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
-            raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: {why}")
+            raise SettingError(self, name, why)
 
         try:
             preset = get_preset(self.preset)
         except ValueError as err:
-            raise ConfigError(f"TrainConfig.preset: {err}") from err
+            raise SettingError(self, "preset", str(err)) from err
         self.model = dict(self.model or {})
         known = preset.config_class.field_names()
         unknown = sorted(set(self.model) - known)
@@ -158,7 +158,7 @@ class TrainConfig:
         try:  # the values too, now: the vocabulary sizes come from the tokenizers, hours later
             preset.model_config(**{**self.model, **sizes})
         except (TypeError, ValueError) as err:
-            raise ConfigError(f"TrainConfig.model: {err}") from err
+            raise SettingError(self, "model", str(err)) from err
         for name in ("train_steps", "warmup_steps", "tokens_per_step", "accumulation_batches",
                      "checkpoint_every_steps", "keep_checkpoints", "cpu_devices",
                      "validate_every_steps", "validation_max_batches", "log_every",

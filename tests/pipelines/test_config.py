@@ -59,3 +59,20 @@ def test_overrides_merge_into_the_file_before_defaults_are_derived(tmp_path):
     config = load_config(Outer, path, overrides={"inner": {"rate": 0.2}})
     assert (config.inner.size, config.inner.rate, config.path) == (2, 0.2, "a")
     assert merge({"a": {"b": 1, "c": 2}}, {"a": {"c": 3}, "d": 4}) == {"a": {"b": 1, "c": 3}, "d": 4}
+
+
+def test_a_rejected_value_points_at_its_own_line_or_its_set(tmp_path):
+    """A config's own checks (``SettingError``) name the line of the setting, not of its section."""
+    from pipelines.tokenization import TokenizerConfig
+    from pipelines.training.config import TrainConfig
+
+    path = tmp_path / "t.yaml"
+    path.write_text("tokenizer:\n  vocab_size: 8000\n  verbatim_identifiers: true\n"
+                    "train:\n  preset: demo\n\n  warmup_steps: -3\n")
+    with pytest.raises(ConfigError, match=r"t.yaml:3: tokenizer: TokenizerConfig."
+                                          r"verbatim_identifiers=True: needs verbatim: true"):
+        load_config(TokenizerConfig, path, section="tokenizer")
+    with pytest.raises(ConfigError, match=r"t.yaml:7: train: TrainConfig.warmup_steps=-3: "):
+        load_config(TrainConfig, path, section="train")
+    with pytest.raises(ConfigError, match=r"^--set train.warmup_steps: TrainConfig.warmup_steps=0: "):
+        load_config(TrainConfig, path, section="train", overrides={"warmup_steps": 0}, overrides_source="--set")

@@ -84,11 +84,13 @@ def test_separate_vocabularies(ddtp_corpus, tmp_path):
 
 def test_tokenizer_config_validation():
     assert from_dict(TokenizerConfig, {"vocab_size": 4000, "shared": False}).vocab_size == 4000
-    with pytest.raises(ConfigError, match="vocab_size must be at least"):
+    with pytest.raises(ConfigError, match="TokenizerConfig.vocab_size=100: must be at least 261"):
         from_dict(TokenizerConfig, {"vocab_size": 100})
-    with pytest.raises(ConfigError, match="model_type"):
+    with pytest.raises(ConfigError, match="TokenizerConfig.model_type='wordpiece': expected bpe"):
         from_dict(TokenizerConfig, {"model_type": "wordpiece"})
-    with pytest.raises(ConfigError, match="verbatim_identifiers needs verbatim"):
+    with pytest.raises(ConfigError, match="TokenizerConfig.target=.*unknown setting"):
+        from_dict(TokenizerConfig, {"shared": False, "target": {"vocab": 10}})
+    with pytest.raises(ConfigError, match="verbatim_identifiers=True: needs verbatim"):
         from_dict(TokenizerConfig, {"verbatim_identifiers": True})
 
 
