@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from keras_transformer.models.presets import get_preset
-from pipelines.config import ConfigError, load_config
+from pipelines.config import ConfigError, SettingError, load_config
 
 if TYPE_CHECKING:  # TensorFlow: imported when a run averages, not to read these settings
     from keras_transformer.checkpoints.averaging import AveragingResult
@@ -37,7 +37,7 @@ class AveragingConfig:
 
     def __post_init__(self) -> None:
         if self.last_n is not None and (not isinstance(self.last_n, int) or self.last_n < 1):
-            raise ConfigError(f"AveragingConfig.last_n={self.last_n!r}: must be a positive integer")
+            raise SettingError(self, "last_n", "must be a positive integer")
 
 
 def checkpoints_to_average(config: AveragingConfig) -> int:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from pipelines.config import SettingError
 from pipelines.corpus import Corpus
 from pipelines.sentence_pairs import MODES as SENTENCE_PAIRS
 from pipelines.sentence_pairs import with_sentence_pairs
@@ -91,25 +92,22 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         if self.max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+            raise SettingError(self, "max_length", "must be >= 2")
         if self.tokens_per_batch < self.max_length:
-            raise ValueError(f"tokens_per_batch ({self.tokens_per_batch}) must be at least "
-                             f"max_length ({self.max_length}) so every bucket holds one example")
+            raise SettingError(self, "tokens_per_batch", f"must be at least max_length ({self.max_length}) "
+                               "so every bucket holds one example")
         if self.bucket_boundaries is not None:
             b = list(self.bucket_boundaries)
             if not b or any(x >= y for x, y in zip(b, b[1:])) or b[0] < 2:
-                raise ValueError(f"bucket_boundaries must be strictly increasing integers >= 2, "
-                                 f"got {b}")
+                raise SettingError(self, "bucket_boundaries", "must be strictly increasing integers >= 2")
             if b[-1] > self.max_length:
-                raise ValueError(f"bucket_boundaries must not exceed max_length "
-                                 f"({self.max_length}), got {b}")
+                raise SettingError(self, "bucket_boundaries", f"must not exceed max_length ({self.max_length})")
         if self.bucket_step <= 1.0:
-            raise ValueError(f"bucket_step must be > 1, got {self.bucket_step}")
+            raise SettingError(self, "bucket_step", "must be > 1")
         if self.bucket_by not in BUCKET_BY:
-            raise ValueError(f"bucket_by must be one of {', '.join(BUCKET_BY)}, got {self.bucket_by!r}")
+            raise SettingError(self, "bucket_by", f"must be one of {', '.join(BUCKET_BY)}")
         if self.sentence_pairs not in SENTENCE_PAIRS:
-            raise ValueError(f"sentence_pairs must be one of {', '.join(SENTENCE_PAIRS)}, "
-                             f"got {self.sentence_pairs!r}")
+            raise SettingError(self, "sentence_pairs", f"must be one of {', '.join(SENTENCE_PAIRS)}")
 
     def boundaries(self) -> list[int]:
         """The bucket boundaries in use (explicit, or the geometric default)."""

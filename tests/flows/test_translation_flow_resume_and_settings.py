@@ -121,7 +121,7 @@ def test_a_misspelt_evaluation_split_fails_before_training(tmp_path):
     config = yaml.safe_load(path.read_text())
     config["evaluation"]["split"] = "tset"
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError, match=r"pipeline.yaml:\d+: evaluation: .*split must be one of .*'tset'"):
+    with pytest.raises(ConfigError, match=r"pipeline.yaml:\d+: evaluation: .*split='tset': must be one of "):
         TRANSLATION.load_config(path)
 
 

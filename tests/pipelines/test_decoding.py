@@ -85,7 +85,7 @@ def test_a_coverage_penalty_is_recorded_from_the_translator_or_the_export():
 def test_the_setting_is_checked():
     with pytest.raises(ValueError, match="repetition_guard"):
         EvalConfig(repetition_guard=-1)
-    with pytest.raises(ValueError, match="min_length_ratio must be a fraction"):
+    with pytest.raises(ValueError, match="min_length_ratio=.*: must be a fraction"):
         EvalConfig(min_length_ratio=1.5)
-    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
+    with pytest.raises(ValueError, match="coverage_penalty=.*: must be >= 0"):
         EvalConfig(coverage_penalty=-0.1)

@@ -131,7 +131,7 @@ def test_bucket_settings():
         from_dict(InputConfig, {"max_length": 64, "bucket_boundaries": [32, 128]})
     with pytest.raises(ConfigError, match="tokens_per_batch"):
         from_dict(InputConfig, {"tokens_per_batch": 100, "max_length": 256})
-    with pytest.raises(ConfigError, match="bucket_by must be one of longer, source, got 'target'"):
+    with pytest.raises(ConfigError, match="bucket_by='target': must be one of longer, source"):
         from_dict(InputConfig, {"bucket_by": "target"})
 
 

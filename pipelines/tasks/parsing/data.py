@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
+from pipelines.config import SettingError
 from pipelines.corpus import prepared_provenance, require_network, sha256_file, write_corpus
 from pipelines.textfiles import DataError
 
@@ -54,9 +55,9 @@ class TreebankConfig:
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+            raise SettingError(self, "on_error", "must be 'raise' or 'skip'")
         if self.max_train_trees is not None and self.max_train_trees < 1:
-            raise ValueError(f"max_train_trees must be positive, got {self.max_train_trees}")
+            raise SettingError(self, "max_train_trees", "must be positive")
 
     @property
     def kind(self) -> str:

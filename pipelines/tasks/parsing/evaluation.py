@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_transformer.files import atomic_write_bytes
+from pipelines.config import SettingError
 from pipelines.corpus import SPLITS, Corpus
 from pipelines.decoding import decoding_kwargs, decoding_record
 
@@ -60,13 +61,13 @@ class ParseEvalConfig:
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {list(SPLITS)}, got {self.split!r}")
+            raise SettingError(self, "split", f"must be one of {list(SPLITS)}")
         if self.punctuation not in ("each", "gold"):
-            raise ValueError(f"punctuation must be 'each' or 'gold', got {self.punctuation!r}")
+            raise SettingError(self, "punctuation", "must be 'each' or 'gold'")
         for name in ("beam_size", "batch_size", "max_sentences"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} must be positive, got {value}")
+                raise SettingError(self, name, "must be positive")
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:

@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from pipelines.config import SettingError
 from pipelines.textfiles import DataError, count_lines, read_lines
 
 logger = logging.getLogger(__name__)
@@ -49,9 +50,9 @@ class CleaningConfig:
 
     def __post_init__(self) -> None:
         if self.max_words < 1:
-            raise ValueError(f"max_words must be >= 1, got {self.max_words}")
+            raise SettingError(self, "max_words", "must be >= 1")
         if self.max_length_ratio < 1.0:
-            raise ValueError(f"max_length_ratio must be >= 1, got {self.max_length_ratio}")
+            raise SettingError(self, "max_length_ratio", "must be >= 1")
         self.filter_splits = tuple(self.filter_splits)
 
 

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.config import SettingError
 from pipelines.corpus import (
     MANIFEST,
     SPLITS,
@@ -85,7 +86,7 @@ class DdtpBuildConfig:
                 and self.validation_fraction + self.test_fraction < 1):
             raise ValueError("validation_fraction and test_fraction must be > 0 and sum to < 1")
         if not 0 <= self.unseen_fraction < 1:
-            raise ValueError(f"unseen_fraction must be in [0, 1), got {self.unseen_fraction}")
+            raise SettingError(self, "unseen_fraction", "must be in [0, 1)")
 
 
 def split_of(english: str, validation_fraction: float, test_fraction: float) -> str:

@@ -41,6 +41,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 
 from keras_transformer.files import atomic_write_bytes
+from pipelines.config import SettingError
 from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus
 from pipelines.decoding import decoding_kwargs, decoding_record
 from pipelines.tasks.translation.paper_bleu import (  # noqa: F401  (part of this module's API)
@@ -106,28 +107,28 @@ class EvalConfig:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
         for split in (self.split, *(self.extra_splits or ())):
             if split not in SPLITS + EXTRA_SPLITS:
-                raise ValueError(f"split must be one of {list(SPLITS + EXTRA_SPLITS)}, got {split!r}")
+                known = list(SPLITS + EXTRA_SPLITS)
+                raise (SettingError(self, "split", f"must be one of {known}") if split == self.split
+                       else SettingError(self, "extra_splits", f"{split!r} is not one of {known}"))
         if self.extra_splits is not None:
             self.extra_splits = tuple(s for s in dict.fromkeys(self.extra_splits) if s != self.split)
         if self.beam_size is not None and self.beam_size < 1:
-            raise ValueError(f"beam_size must be positive, got {self.beam_size}")
+            raise SettingError(self, "beam_size", "must be positive")
         if self.alpha is not None and self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+            raise SettingError(self, "alpha", "must be >= 0")
         if not isinstance(self.repetition_guard, int) or self.repetition_guard < 0:
-            raise ValueError("repetition_guard must be 0 (off) or the longest n-gram to stop, "
-                             f"got {self.repetition_guard!r}")
+            raise SettingError(self, "repetition_guard", "must be 0 (off) or the longest n-gram to stop")
         if self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+            raise SettingError(self, "batch_size", "must be positive")
         if self.min_length_ratio is not None and (isinstance(self.min_length_ratio, bool) or not isinstance(
                 self.min_length_ratio, (int, float)) or not 0 <= self.min_length_ratio < 1):
-            raise ValueError(f"min_length_ratio must be a fraction in [0, 1) (or null: the preset's), "
-                             f"got {self.min_length_ratio!r}")
+            raise SettingError(self, "min_length_ratio", "must be a fraction in [0, 1) (or null: the preset's)")
         if self.coverage_penalty is not None and not self.coverage_penalty >= 0:
-            raise ValueError(f"coverage_penalty must be >= 0 (or null: the preset's), got {self.coverage_penalty!r}")
+            raise SettingError(self, "coverage_penalty", "must be >= 0 (or null: the preset's)")
         if self.max_sentences is not None and self.max_sentences < 1:
-            raise ValueError(f"max_sentences must be positive, got {self.max_sentences}")
+            raise SettingError(self, "max_sentences", "must be positive")
         if self.attention_examples < 0:
-            raise ValueError(f"attention_examples must be >= 0, got {self.attention_examples}")
+            raise SettingError(self, "attention_examples", "must be >= 0")
 
 
 @dataclass

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipelines.config import SettingError
 from pipelines.tasks.translation.cleaning import CleaningConfig
 
 SOURCES = ("ddtp", "wmt14", "folder")
@@ -38,16 +39,16 @@ class SourceConfig:
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
-            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+            raise SettingError(self, "source", f"must be one of {SOURCES}")
         parts = self.language_pair.split("-")
         if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
-            raise ValueError(f"language_pair must look like 'en-de', got {self.language_pair!r}")
+            raise SettingError(self, "language_pair", "must look like 'en-de'")
         if self.source == "folder" and not self.folder:
-            raise ValueError("source 'folder' needs folder: the directory of parallel files")
+            raise SettingError(self, "folder", "source 'folder' needs folder: the directory of parallel files")
         if self.max_examples is not None and self.max_examples < 1:
-            raise ValueError(f"max_examples must be >= 1, got {self.max_examples}")
+            raise SettingError(self, "max_examples", "must be >= 1")
         if self.translations_dir and self.mirror:
-            raise ValueError("give translations_dir or mirror, not both")
+            raise SettingError(self, "mirror", "give translations_dir or mirror, not both")
 
     @property
     def source_lang(self) -> str:

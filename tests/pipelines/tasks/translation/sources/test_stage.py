@@ -67,7 +67,7 @@ def test_source_config_yaml(tmp_path):
     config = load_config(SourceConfig, path, section="data")
     assert config.cleaning.max_words == 80 and config.cleaning.filter_splits == ("train",)
     assert config.resolved_output_dir().as_posix() == "data/folder-en-fr"
-    with pytest.raises(ConfigError, match="source must be one of"):
+    with pytest.raises(ConfigError, match="source=.*: must be one of"):
         load_config(SourceConfig, _yaml(tmp_path, "source: europarl\n"))
     with pytest.raises(ConfigError, match="needs folder"):
         load_config(SourceConfig, _yaml(tmp_path, "source: folder\n"))
