@@ -179,7 +179,7 @@ def test_a_test_evaluation_also_scores_the_unseen_packages(ddtp_corpus, tmp_path
     only = evaluate(ImperfectTranslator(pairs), ddtp_corpus, "test_unseen",
                     EvalConfig(max_sentences=5, extra_splits=[]), tmp_path / "only")
     assert only.others == {} and only.scores["evaluation"]["split"] == "test_unseen"
-    with pytest.raises(ValueError, match="split=.*: must be one of"):
+    with pytest.raises(ValueError, match="extra_splits=.*'test_unknown' is not one of"):
         EvalConfig(extra_splits=["test_unknown"])
 
 
