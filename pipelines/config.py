@@ -29,9 +29,15 @@ class SettingError(ConfigError):
     """One setting's value is invalid: raised by a config's ``__post_init__`` checks, so that
     :func:`from_dict` can point at that setting's own line (or its ``--set``), not its section's."""
 
-    def __init__(self, config: Any, name: str, why: str):
-        super().__init__(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
-        self.setting = name
+    def __init__(self, config: Any, name: str, why: str, *, within: tuple[str, ...] = ()):
+        self.path = (*within, name)
+        self.config, self.name, self.why = config, name, why
+        super().__init__(f"{type(config).__name__}.{'.'.join(self.path)}={getattr(config, name)!r}: {why}")
+
+    def nested_in(self, key: str) -> SettingError:
+        """This error one level down, for a copy of a config checked under its setting ``key``
+        (``tokenizer.target`` holds the target side's own settings)."""
+        return SettingError(self.config, self.name, self.why, within=(key, *self.path[:-1]))
 
 
 def _is_dataclass_type(tp: Any) -> bool:
@@ -138,7 +144,7 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str | Origin
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
         if isinstance(err, SettingError):
-            raise ConfigError(f"{origin.where((*_path, err.setting), _path)}: {err}") from err
+            raise ConfigError(f"{origin.where((*_path, *err.path), _path)}: {err}") from err
         if isinstance(err, ConfigError):
             raise ConfigError(f"{origin.where(_path)}: {err}") from err
         raise ConfigError(f"{origin.where(_path)}: invalid {cls.__name__}: {err}") from err

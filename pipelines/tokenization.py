@@ -82,7 +82,10 @@ class TokenizerConfig:
             unknown = sorted(set(self.target) - allowed)
             if unknown:
                 raise SettingError(self, "target", f"unknown setting(s) {unknown}")
-            self.target_side()  # checks the target's settings now, not after the source's training
+            try:
+                self.target_side()  # checks the target's settings now, not after the source's training
+            except SettingError as err:
+                raise err.nested_in("target") from err
         if self.model_type not in ("bpe", "unigram", "char", "word"):
             raise SettingError(self, "model_type", "expected bpe, unigram, char or word")
         minimum = 4 + (256 if self.byte_fallback else 0) + 1

@@ -76,3 +76,7 @@ def test_a_rejected_value_points_at_its_own_line_or_its_set(tmp_path):
         load_config(TrainConfig, path, section="train")
     with pytest.raises(ConfigError, match=r"^--set train.warmup_steps: TrainConfig.warmup_steps=0: "):
         load_config(TrainConfig, path, section="train", overrides={"warmup_steps": 0}, overrides_source="--set")
+    # The target side's settings are checked on a copy; the error still points into tokenizer.target.
+    path.write_text("tokenizer:\n  shared: false\n  target:\n    model_type: bpe\n    vocab_size: 100\n")
+    with pytest.raises(ConfigError, match=r"t.yaml:5: tokenizer: TokenizerConfig.target.vocab_size=100: must be"):
+        load_config(TokenizerConfig, path, section="tokenizer")
