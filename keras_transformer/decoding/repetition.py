@@ -1,12 +1,17 @@
-"""A decoding guard against loops: no n-gram of pieces three times in a row.
+"""A decoding guard against loops: no third copy in a row of an n-gram of pieces begins.
 
 An undertrained decoder falls into loops ("Network Network Network ...", "ununununun"): its next
 token keeps continuing what it has just written (Holtzman et al., 2020). The guard is the smallest
-rule that rules them out: a token may not complete a third consecutive copy of any n-gram of
-pieces, n <= ``max_period``. Unlike blocking every repeated n-gram (``no_repeat_ngram_size`` in other
-libraries), two copies in a row stay allowed ("very very", "1.1"). It is a decoding option, off by
-default (``DecodingSettings.repetition_guard``); the loop counts the evaluation reports say whether
-a model needs it.
+rule that rules them out: once an n-gram of pieces (n <= ``max_period``) stands twice in a row, the
+next token may not begin a third copy of it. Unlike blocking every repeated n-gram
+(``no_repeat_ngram_size`` in other libraries), two copies in a row stay allowed ("very very", "1.1").
+Stopping the third copy at its first piece rather than its last matters for lists: "Kerberos,
+Kerberos, Kerberos" is a loop to a reader (and to the evaluation's loop counter, which reads words
+and skips punctuation), but the third copy of the pieces "Kerberos ," is only complete at a comma
+that need never come; the rule until 2026-11-28 stopped only that comma, and left 4-10 such loops
+in a thousand translations (``repetition-guard-list-split-hour-2026-11-28.json``). It is a decoding
+option, off by default (``DecodingSettings.repetition_guard``); the loop counts the evaluation
+reports say whether a model needs it.
 
 It has the interface of :class:`~keras_transformer.decoding.constraints.BracketConstraint` (``wrap``,
 ``initial_state``), so beam search, the :class:`~keras_transformer.decoding.translator.Translator` and the
@@ -23,7 +28,7 @@ TIMES = 3
 
 
 class RepetitionGuard:
-    """Masks the token that would complete ``TIMES`` copies in a row of an n-gram, n <= ``max_period``.
+    """Masks the token that would begin copy ``TIMES`` in a row of an n-gram, n <= ``max_period``.
 
     Args:
         vocab_size: the target vocabulary size.
@@ -47,10 +52,10 @@ class RepetitionGuard:
         step = tf.cast(step, tf.int32)
         banned = tf.zeros(tf.stack([tf.shape(ids)[0], self.vocab_size]), tf.float32)
         for m in range(1, self.max_period + 1):
-            # The last TIMES * m - 1 tokens have period m: the next token ids[step - m + 1] would
-            # complete the TIMES-th copy.
-            first = step - TIMES * m + 2
-            positions = tf.maximum(first + tf.range((TIMES - 1) * m - 1), 0)
+            # The last (TIMES - 1) * m tokens are TIMES - 1 copies of one m-gram: the next token may
+            # not be that m-gram's first, ids[step - m + 1].
+            first = step - (TIMES - 1) * m + 1
+            positions = tf.maximum(first + tf.range((TIMES - 2) * m), 0)
             periodic = tf.reduce_all(tf.equal(tf.gather(ids, positions, axis=1),
                                               tf.gather(ids, positions + m, axis=1)), axis=1)
             periodic = periodic & (first >= 1)

@@ -83,8 +83,8 @@ class EvalConfig:
     after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
     the corpus' other test splits (``test_unseen``) when it has them. ``attention_examples``: how
     many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
-    ``repetition_guard``: ``n > 0`` forbids any n-gram of up to ``n`` pieces three times in a row
-    while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
+    ``repetition_guard``: ``n > 0`` lets no third copy in a row of an n-gram of up to ``n`` pieces
+    begin while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
     ``min_length_ratio`` left ``None`` is the preset's length floor (``DecodingSettings``), else a
     fraction of each source sentence's pieces no translation ends before (0: none).
     ``coverage_penalty`` left ``None`` is the preset's (``DecodingSettings``), else GNMT's beta (0: none).

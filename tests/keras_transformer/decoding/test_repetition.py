@@ -1,4 +1,4 @@
-"""The repetition guard: no n-gram of pieces three times in a row, two copies allowed."""
+"""The repetition guard: no third copy in a row of an n-gram of pieces begins; two copies are allowed."""
 
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ def banned(guard, written):
 
 @pytest.mark.parametrize("written, expected", [
     ([], []), ([5], []), ([5, 5], [5]),               # a third "5" would loop; a second may come
-    ([4, 5, 4, 5], []), ([4, 5, 4, 5, 4], [5]),       # "4 5" twice is fine, the third copy is not
-    ([6, 7, 8, 6, 7, 8, 6, 7], [8]),                  # period 3
-    ([6, 7, 8, 9, 6, 7, 8, 9, 6, 7, 8], []),          # period 4: longer than this guard's 3
-    ([5, 5, 4], []),                                  # the run was broken
+    ([4, 5, 4], []), ([4, 5, 4, 5], [4]),             # "4 5" twice is fine, a third copy may not begin
+    ([6, 7, 8, 6, 7, 8], [6]),                        # period 3: "Kerberos , Kerberos ," then no "Kerberos"
+    ([6, 7, 8, 6, 7], []),                            # the second copy is not complete yet
+    ([6, 7, 8, 9, 6, 7, 8, 9], []),                   # period 4: longer than this guard's 3
+    ([5, 5, 4], []), ([4, 5, 4, 5, 6], []),           # the run was broken
+    ([5, 5, 4, 4], [4]),                              # only the last run counts
 ])
-def test_the_guard_bans_the_token_that_completes_a_third_copy(written, expected):
+def test_the_guard_bans_the_token_that_begins_a_third_copy(written, expected):
     assert banned(RepetitionGuard(10, max_period=3), written) == expected
 
 
@@ -49,10 +51,11 @@ def looping_model():
     return model
 
 
-def has_triple(ids, max_period):
+def begins_third_copy(ids, max_period):
+    """Whether ``ids`` holds an m-gram twice in a row followed by the m-gram's first token."""
     ids = list(ids)
-    return any(ids[i : i + m] == ids[i + m : i + 2 * m] == ids[i + 2 * m : i + 3 * m]
-               for m in range(1, max_period + 1) for i in range(len(ids) - 3 * m + 1))
+    return any(ids[i : i + m] == ids[i + m : i + 2 * m] and ids[i + 2 * m] == ids[i]
+               for m in range(1, max_period + 1) for i in range(len(ids) - 2 * m))
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
@@ -66,8 +69,8 @@ def test_beam_search_with_the_guard_writes_no_third_copy(beam_size):
         lengths = result.lengths.numpy()[:, 0]
         return [row[:n] for row, n in zip(result.ids.numpy()[:, 0], lengths)]
 
-    assert any(has_triple(ids, 4) for ids in outputs(plain))  # the model does loop
-    assert not any(has_triple(ids, 4) for ids in outputs(guarded))
+    assert any(begins_third_copy(ids, 4) for ids in outputs(plain))  # the model does loop
+    assert not any(begins_third_copy(ids, 4) for ids in outputs(guarded))
 
 
 def test_a_translator_takes_the_guard_without_slots(tokenizer):
@@ -85,7 +88,7 @@ def test_a_translator_takes_the_guard_without_slots(tokenizer):
     assert len(recording.rows) >= len(sentences)
     for row in recording.rows:
         ids = row[: row.index(tokenizer.eos_id)] if tokenizer.eos_id in row else row
-        assert not has_triple([i for i in ids if i != 0], 4)
+        assert not begins_third_copy([i for i in ids if i != 0], 4)
 
 
 class RecordingTokenizer:
