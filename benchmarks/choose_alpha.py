@@ -9,8 +9,8 @@ and the best is the one to put in the pipeline config's ``evaluation.alpha``.
 
     .venv/bin/python benchmarks/choose_alpha.py --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
 
-``--guards 0,4`` also tries the repetition guard (``evaluation.repetition_guard``: no n-gram of up
-to 4 pieces three times in a row, :mod:`keras_transformer.decoding.repetition`) at every alpha, and
+``--guards 0,4`` also tries the repetition guard (``evaluation.repetition_guard``: no third copy in a
+row of an n-gram of up to 4 pieces begins, :mod:`keras_transformer.decoding.repetition`) at every alpha, and
 the pair is chosen together; ``--coverage 0,0.2`` likewise tries GNMT's coverage penalty
 (``evaluation.coverage_penalty``). ``--confirm-on test`` then scores the chosen alpha with and without
 the guard on that split (and its companions, e.g. ``test_unseen``): issue 20 keeps the guard only
