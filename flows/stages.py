@@ -221,11 +221,11 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     settings["min_length_ratio"] = decoding.min_length_ratio if floor is None else floor
     coverage = getattr(eval_config, "coverage_penalty", None)
     settings["coverage_penalty"] = decoding.coverage_penalty if coverage is None else coverage
+    guard = getattr(eval_config, "repetition_guard", None)
+    settings["repetition_guard"] = decoding.repetition_guard if guard is None else guard
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
-    if getattr(eval_config, "repetition_guard", 0):
-        settings["repetition_guard"] = eval_config.repetition_guard
     get_run_logger().info("exported to %s (%s)", path, settings)
     return Export(str(path), settings)
 

@@ -8,7 +8,6 @@ for others is an error rather than a silent difference in the recorded figures.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 
@@ -25,8 +24,8 @@ def is_chart_parser(translator) -> bool:
 
 
 def decoding_kwargs(translator, config) -> dict[str, Any]:
-    """The beam_size / alpha / max_length_offset / min_length_ratio / coverage_penalty overrides of
-    ``config`` (any evaluation config), plus batch_size."""
+    """The beam_size / alpha / max_length_offset / min_length_ratio / coverage_penalty /
+    repetition_guard overrides of ``config`` (any evaluation config), plus batch_size."""
     kwargs = {
         k: v
         for k, v in (
@@ -40,22 +39,14 @@ def decoding_kwargs(translator, config) -> dict[str, Any]:
     }
     if is_chart_parser(translator):  # a chart search: no beam, no length, no guard to set
         return {"batch_size": config.batch_size}
-    guard = getattr(config, "repetition_guard", 0) or 0
+    guard = getattr(config, "repetition_guard", None)
+    if guard is not None:
+        kwargs["repetition_guard"] = guard
     fixed = getattr(translator, "settings", None)
     if isinstance(fixed, dict):
-        check_export_settings({"repetition_guard": 0, **fixed}, {**kwargs, "repetition_guard": guard})
+        check_export_settings({"repetition_guard": 0, **fixed}, kwargs)
         return {"batch_size": config.batch_size}
-    if guard:
-        kwargs["constraint"] = repetition_guard(translator.model.config.target_vocab_size, guard)
     return {**kwargs, "batch_size": config.batch_size}
-
-
-@lru_cache(maxsize=8)
-def repetition_guard(vocab_size: int, max_period: int):
-    """One guard per vocabulary and period: the compiled search is cached per constraint object."""
-    from keras_transformer.decoding.repetition import RepetitionGuard
-
-    return RepetitionGuard(vocab_size, max_period)
 
 
 def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +79,8 @@ def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
     for optional in ("min_length_ratio", "coverage_penalty"):  # overridden to none: recorded as never set
         if record.get(optional) in (0, None):
             record.pop(optional, None)
-    if kwargs.get("constraint") is not None:
-        record["repetition_guard"] = kwargs["constraint"].max_period
+    guard = kwargs.get("repetition_guard", getattr(decoding, "repetition_guard", 0))
+    record.pop("repetition_guard", None)
+    if guard:  # recorded when on, as the other options
+        record["repetition_guard"] = guard
     return record

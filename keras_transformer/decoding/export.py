@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding.beam import beam_search_decode
 from keras_transformer.decoding.greedy import ensure_built
+from keras_transformer.decoding.repetition import repetition_guard as guard_for
 from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.models.presets import DecodingSettings
 from keras_transformer.tokenizer import source_batch
@@ -121,6 +122,7 @@ def export_translator(
     split_sentences: bool = False,
     min_length_ratio: float = 0.0,
     coverage_penalty: float = 0.0,
+    repetition_guard: int = 0,
 ) -> Path:
     """Writes a SavedModel translating raw strings to ``path`` and returns the path.
 
@@ -134,8 +136,13 @@ def export_translator(
     ``split_sentences`` translates each input sentence by sentence and list item by list item (the
     n-best lists stay per input);
     ``min_length_ratio`` is the beam search's length floor (``DecodingSettings.min_length_ratio``),
-    ``coverage_penalty`` its coverage penalty (``DecodingSettings.coverage_penalty``).
+    ``coverage_penalty`` its coverage penalty (``DecodingSettings.coverage_penalty``), ``repetition_guard``
+    its guard against loops (``DecodingSettings.repetition_guard``), which takes the constraint's place.
     """
+    if repetition_guard:
+        if constraint is not None:
+            raise ValueError("repetition_guard cannot be combined with another constraint")
+        constraint = guard_for(model.config.target_vocab_size, int(repetition_guard))
     defaults = DecodingSettings()
     beam_size = defaults.beam_size if beam_size is None else int(beam_size)
     alpha = defaults.length_penalty if alpha is None else float(alpha)

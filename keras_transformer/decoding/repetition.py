@@ -20,6 +20,8 @@ export apply it alike; it reads the hypotheses' ids and keeps no state of its ow
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import tensorflow as tf
 
 from keras_transformer.decoding.greedy import NEG_INF
@@ -72,3 +74,9 @@ class RepetitionGuard:
             return log_probs + self.mask(ids, step), (model_state, own)
 
         return guarded
+
+
+@lru_cache(maxsize=8)
+def repetition_guard(vocab_size: int, max_period: int) -> RepetitionGuard:
+    """One guard per vocabulary and period: a compiled search is cached per constraint object."""
+    return RepetitionGuard(vocab_size, max_period)

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from keras_transformer.decoding.beam import compiled_beam_search
 from keras_transformer.decoding.greedy import compiled_greedy_decode
+from keras_transformer.decoding.repetition import repetition_guard as guard_for
 from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.models.presets import DecodingSettings
 
@@ -82,6 +83,7 @@ class Translator:
         slots: Sequence[int] | None = None,
         min_length_ratio: float | None = None,
         coverage_penalty: float | None = None,
+        repetition_guard: int | None = None,
     ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
@@ -97,13 +99,16 @@ class Translator:
         with slots, which are per input. ``min_length_ratio`` (default: the decoding setting) is the
         beam search's length floor (:func:`~keras_transformer.decoding.beam.length_floor`; greedy
         decoding has none), ``coverage_penalty`` (default: the decoding setting) its coverage penalty
-        (:func:`~keras_transformer.decoding.beam.coverage_bonus`).
+        (:func:`~keras_transformer.decoding.beam.coverage_bonus`). ``repetition_guard`` (default: the
+        decoding setting; 0 is none) is the beam search's guard against loops
+        (:mod:`keras_transformer.decoding.repetition`), its constraint unless another is given.
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
         sentences = list(sentences)
         if not sentences:
             return []
+        constraint = self._with_guard(constraint, greedy, repetition_guard)
         per_input = n_best or (constraint is not None and getattr(constraint, "takes_slots", True))
         if self.decoding.split_sentences and not per_input:
             # One beam search over every sentence of every paragraph, then each paragraph joined
@@ -117,6 +122,19 @@ class Translator:
             return [t.decode("utf-8") for t in translate_by_sentence(sentences, translate_parts).numpy()]
         return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
                                constraint, slots, min_length_ratio, coverage_penalty)
+
+    def _with_guard(self, constraint, greedy: bool, repetition_guard: int | None):
+        """``constraint``, or the repetition guard the decoding asks for when there is none. A guard
+        from the decoding settings gives way to greedy decoding and to another constraint (a
+        parser's); one asked for in the call does not."""
+        guard = self.decoding.repetition_guard if repetition_guard is None else int(repetition_guard)
+        if guard < 0:
+            raise ValueError(f"repetition_guard must be 0 (none) or a positive n-gram length, got {guard}")
+        if repetition_guard and (greedy or constraint is not None):
+            raise ValueError("repetition_guard needs beam search and no other constraint")
+        if not guard or greedy or constraint is not None:
+            return constraint
+        return guard_for(self.model.config.target_vocab_size, guard)
 
     def _translate(self, sentences, beam_size=None, alpha=None, max_length_offset=None, batch_size=32,
                    greedy=False, n_best=False, constraint=None, slots=None, min_length_ratio=None,

@@ -69,6 +69,9 @@ class DecodingSettings:
     #: GNMT's coverage penalty beta (not in the paper): finished hypotheses that left source tokens
     #: unattended rank lower (``keras_transformer.decoding.beam.coverage_bonus``); 0 is none.
     coverage_penalty: float = 0.0
+    #: A guard against loops (not in the paper): n > 0 lets no third copy in a row of an n-gram of
+    #: up to n pieces begin (``keras_transformer.decoding.repetition``); 0 is none. Beam search only.
+    repetition_guard: int = 0
 
 
 @dataclass(frozen=True)

@@ -6,37 +6,47 @@ from types import SimpleNamespace
 
 import pytest
 
-from keras_transformer.decoding.repetition import RepetitionGuard
+from pipelines.config import ConfigError, from_dict
 from pipelines.decoding import decoding_kwargs, decoding_record
 from pipelines.tasks.translation.evaluation import EvalConfig
 
 TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
                              decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50,
                                                       split_sentences=False, min_length_ratio=0.0,
-                                                      coverage_penalty=0.0))
+                                                      coverage_penalty=0.0, repetition_guard=0))
 
 
-def test_the_guard_becomes_the_translators_constraint_and_is_recorded():
+def test_the_guard_is_passed_on_and_recorded():
     kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(beam_size=2, repetition_guard=4))
-    guard = kwargs["constraint"]
-    assert isinstance(guard, RepetitionGuard) and (guard.vocab_size, guard.max_period) == (50, 4)
-    # One object per setting: the compiled search is traced once per constraint.
-    assert decoding_kwargs(TRANSLATOR, EvalConfig(repetition_guard=4))["constraint"] is guard
+    assert kwargs == {"beam_size": 2, "repetition_guard": 4, "batch_size": 32}
     assert decoding_record(TRANSLATOR, kwargs) == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 50,
                                                    "repetition_guard": 4}
-    unguarded = decoding_kwargs(TRANSLATOR, EvalConfig())
-    assert "constraint" not in unguarded and "repetition_guard" not in decoding_record(TRANSLATOR, unguarded)
+    # Left unset, the translator's own (the preset's) applies and is recorded when it has one.
+    unset = decoding_kwargs(TRANSLATOR, EvalConfig())
+    assert "repetition_guard" not in unset and "repetition_guard" not in decoding_record(TRANSLATOR, unset)
+    guarded = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
+                                                                                "repetition_guard": 8}))
+    assert decoding_record(guarded, unset)["repetition_guard"] == 8
+    off = decoding_kwargs(guarded, EvalConfig(repetition_guard=0))
+    assert off["repetition_guard"] == 0 and "repetition_guard" not in decoding_record(guarded, off)
 
 
 def test_an_export_decodes_only_with_the_guard_it_was_built_with():
     export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "repetition_guard": 4})
     assert decoding_kwargs(export, EvalConfig(repetition_guard=4)) == {"batch_size": 32}
+    assert decoding_kwargs(export, EvalConfig()) == {"batch_size": 32}  # the preset's, built in
     assert decoding_record(export, {})["repetition_guard"] == 4
     with pytest.raises(ValueError, match="repetition_guard=4; cannot decode with 0"):
-        decoding_kwargs(export, EvalConfig())
+        decoding_kwargs(export, EvalConfig(repetition_guard=0))
     plain = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50})
     with pytest.raises(ValueError, match="repetition_guard=0; cannot decode with 3"):
         decoding_kwargs(plain, EvalConfig(repetition_guard=3))
+
+
+def test_the_guard_setting_is_checked():
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ConfigError, match="repetition_guard"):
+            from_dict(EvalConfig, {"repetition_guard": bad})
 
 
 def test_sentence_splitting_is_recorded_when_on():

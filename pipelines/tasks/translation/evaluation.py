@@ -83,8 +83,9 @@ class EvalConfig:
     after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
     the corpus' other test splits (``test_unseen``) when it has them. ``attention_examples``: how
     many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
-    ``repetition_guard``: ``n > 0`` lets no third copy in a row of an n-gram of up to ``n`` pieces
-    begin while decoding (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
+    ``repetition_guard`` left ``None`` is the preset's (``DecodingSettings``), else ``n > 0`` lets no
+    third copy in a row of an n-gram of up to ``n`` pieces begin while decoding
+    (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
     ``min_length_ratio`` left ``None`` is the preset's length floor (``DecodingSettings``), else a
     fraction of each source sentence's pieces no translation ends before (0: none).
     ``coverage_penalty`` left ``None`` is the preset's (``DecodingSettings``), else GNMT's beta (0: none).
@@ -99,7 +100,7 @@ class EvalConfig:
     max_sentences: int | None = None
     width: int = 4
     attention_examples: int = 2
-    repetition_guard: int = 0
+    repetition_guard: int | None = None
     min_length_ratio: float | None = None
     coverage_penalty: float | None = None
 
@@ -116,8 +117,10 @@ class EvalConfig:
             raise SettingError(self, "beam_size", "must be positive")
         if self.alpha is not None and self.alpha < 0:
             raise SettingError(self, "alpha", "must be >= 0")
-        if not isinstance(self.repetition_guard, int) or self.repetition_guard < 0:
-            raise SettingError(self, "repetition_guard", "must be 0 (off) or the longest n-gram to stop")
+        if self.repetition_guard is not None and (isinstance(self.repetition_guard, bool) or not isinstance(
+                self.repetition_guard, int) or self.repetition_guard < 0):
+            raise SettingError(self, "repetition_guard",
+                               "must be 0 (off), the longest n-gram to stop, or null (the preset's)")
         if self.batch_size < 1:
             raise SettingError(self, "batch_size", "must be positive")
         if self.min_length_ratio is not None and (isinstance(self.min_length_ratio, bool) or not isinstance(

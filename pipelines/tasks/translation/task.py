@@ -28,13 +28,6 @@ class TranslationTask(Task):
 
         return prepare_corpus(data_config)
 
-    def decoding_constraint(self, target_tokenizer: Any, eos_id: int, eval_config: Any = None) -> Any:
-        """The evaluation's ``repetition_guard``, if it has one: the export decodes as the evaluation did."""
-        from pipelines.decoding import repetition_guard
-
-        guard = getattr(eval_config, "repetition_guard", 0)
-        return repetition_guard(int(target_tokenizer.vocab_size), guard) if guard else None
-
     def evaluate(self, translator: Any, corpus_dir: Path, eval_config: EvalConfig,
                  output_dir: Path) -> TaskEvaluation:
         from pipelines.corpus import Corpus

@@ -199,3 +199,32 @@ def test_a_coverage_penalty_decodes_alike_in_the_translator_and_the_export(model
     assert (covered <= uncovered - 8.9).all()
     exported_scores = loaded.module.n_best(tf.constant(sentences))["scores"].numpy()[:, 0]
     assert exported_scores == pytest.approx(covered, abs=1e-4)
+
+
+def test_the_repetition_guard_decodes_alike_in_the_translator_and_the_export(tokenizer, tmp_path):
+    """A model that keeps writing one piece: the guard changes its output, in the export (built
+    from ``repetition_guard``, recorded in its settings) as in the Translator."""
+    import numpy as np
+
+    from keras_transformer import Transformer
+    from keras_transformer.models.presets import DecodingSettings
+
+    model = Transformer(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0)
+    model.build()
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(0.0, 0.05, w.shape).astype(w.dtype) for w in model.get_weights()])
+    piece = tokenizer.vocab_size - 1  # an ordinary piece, not a special id
+    bias = np.zeros(model.target_embedding.embeddings.shape, np.float32)
+    bias[piece] = 3.0
+    model.target_embedding.embeddings.assign(model.target_embedding.embeddings + bias)
+    sentences = [s for s in SENTENCES if s]
+    settings = DecodingSettings(BEAM, ALPHA, OFFSET)
+    looping = Translator(model, tokenizer, decoding=settings).translate(sentences)
+    expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, OFFSET, repetition_guard=2)
+                          ).translate(sentences)
+    assert expected != looping
+    path = export_translator(model, tokenizer, tmp_path / "guarded", beam_size=BEAM, alpha=ALPHA,
+                             max_length_offset=OFFSET, repetition_guard=2)
+    loaded = load_exported(path)
+    assert loaded.settings["repetition_guard"] == 2
+    assert loaded.translate(sentences) == expected

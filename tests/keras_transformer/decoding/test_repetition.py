@@ -91,6 +91,29 @@ def test_a_translator_takes_the_guard_without_slots(tokenizer):
         assert not begins_third_copy([i for i in ids if i != 0], 4)
 
 
+def test_a_translator_takes_the_guard_from_its_decoding_settings(tokenizer):
+    """A model whose preset decodes with the guard translates as with the guard passed by hand;
+    a call may turn it off, and greedy decoding or another constraint goes without it."""
+    from keras_transformer.decoding.constraints import BracketConstraint
+    from keras_transformer.models.presets import DecodingSettings
+
+    model = tiny_transformer(tokenizer.vocab_size, num_layers=1)
+    plain = Translator(model, tokenizer, decoding=DecodingSettings(beam_size=2, max_length_offset=12))
+    guarded = Translator(model, tokenizer, decoding=DecodingSettings(beam_size=2, max_length_offset=12,
+                                                                     repetition_guard=4))
+    guard = guarded._with_guard(None, False, None)
+    assert isinstance(guard, RepetitionGuard) and guard.max_period == 4
+    assert guarded._with_guard(None, False, None) is guard  # one object: the search is traced once
+    sentences = ["Shows the current weather.", "This package contains the development files."]
+    assert guarded.translate(sentences) == plain.translate(sentences, constraint=guard)
+    assert guarded.translate(sentences, repetition_guard=0) == plain.translate(sentences)
+    assert guarded._with_guard(None, True, None) is None
+    other = BracketConstraint.__new__(BracketConstraint)
+    assert guarded._with_guard(other, False, None) is other
+    with pytest.raises(ValueError, match="repetition_guard needs beam search"):
+        plain.translate(sentences, greedy=True, repetition_guard=4)
+
+
 class RecordingTokenizer:
     """A tokenizer that keeps the id rows it detokenizes."""
 
