@@ -10,8 +10,9 @@ Kerberos, Kerberos" is a loop to a reader (and to the evaluation's loop counter,
 and skips punctuation), but the third copy of the pieces "Kerberos ," is only complete at a comma
 that need never come; the rule until 2026-11-28 stopped only that comma, and left 4-10 such loops
 in a thousand translations (``repetition-guard-list-split-hour-2026-11-28.json``). It is a decoding
-option, off by default (a pipeline's ``evaluation.repetition_guard``, a ``Translator``'s
-``constraint``); the loop counts the evaluation reports say whether a model needs it.
+option, off by default (``DecodingSettings.repetition_guard`` in a preset, a pipeline's
+``evaluation.repetition_guard``, ``Translator.translate(repetition_guard=...)``); the loop counts the
+evaluation reports say whether a model needs it.
 
 It has the interface of :class:`~keras_transformer.decoding.constraints.BracketConstraint` (``wrap``,
 ``initial_state``), so beam search, the :class:`~keras_transformer.decoding.translator.Translator` and the
