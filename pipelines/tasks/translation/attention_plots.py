@@ -77,10 +77,14 @@ class AttentionMaps:
 
 
 def _pieces(tokenizer, ids) -> list[str]:
+    """The pieces' labels; a verbatim span's placeholder (a private-use character, which no font
+    draws) shows as ``<span>``."""
     import tensorflow as tf
 
+    from keras_transformer.text import VERBATIM
+
     pieces = tokenizer.id_to_piece(tf.constant(list(ids), tf.int32)).numpy()
-    return [p.decode("utf-8", errors="replace") for p in pieces]
+    return [p.decode("utf-8", errors="replace").replace(VERBATIM, "<span>") for p in pieces]
 
 
 def attention_maps(model, tokenizer, sentence: str, target: str | None = None,

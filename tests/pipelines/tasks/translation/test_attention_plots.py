@@ -41,6 +41,18 @@ def test_maps_cover_every_head_with_token_labels(model, tokenizer):
     assert np.all(np.triu(maps.weights["decoder_self"][0], k=1) < 1e-6)
 
 
+def test_a_verbatim_span_is_labelled_so_that_a_font_can_draw_it(verbatim_tokenizer):
+    from keras_transformer.text import VERBATIM
+
+    model = kt.Transformer(vocab_size=verbatim_tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2,
+                           d_ff=32, dropout=0.0)
+    model.build()
+    maps = attention_maps(model, verbatim_tokenizer, "See https://example.org/docs/ for details.",
+                          config=AttentionPlotConfig(layer=0, beam_size=1))
+    assert any("<span>" in token for token in maps.source_tokens)
+    assert not any(VERBATIM in token for token in maps.source_tokens + maps.target_tokens)
+
+
 def test_plot_writes_one_png_per_kind(model, tokenizer, tmp_path):
     config = AttentionPlotConfig(layer=-1, beam_size=2)
     paths = plot_attention(model, tokenizer, SENTENCE, tmp_path, config,
