@@ -45,14 +45,23 @@ def _load_at_start() -> dict:
     return {"load_average_at_start": os.getloadavg()}
 
 
-def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None) -> dict:
-    """Runs the translation flow; returns its steps, time and both splits' scores."""
-    command = [sys.executable, "-m", "flows.translation", "--config", str(config), "--json",
-               "--set", f"run_dir={run_dir}", "--set", "evaluation.split=test"]
+def flow_command(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None,
+                 overrides: tuple[str, ...] = ()) -> list[str]:
+    """The flow's command line: the config, then a variant's ``--set`` overrides, then the run's own."""
+    command = [sys.executable, "-m", "flows.translation", "--config", str(config), "--json"]
+    for override in (*overrides, f"run_dir={run_dir}", "evaluation.split=test"):
+        command += ["--set", override]
     if minutes is not None:
         command += ["--set", f"train.train_minutes={minutes}"]
     if decode_limit:
         command += ["--set", f"evaluation.max_sentences={decode_limit}"]
+    return command
+
+
+def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None,
+             overrides: tuple[str, ...] = ()) -> dict:
+    """Runs the translation flow; returns its steps, time and both splits' scores."""
+    command = flow_command(config, run_dir, minutes, decode_limit, overrides)
     logger.info("ours: %s", " ".join(command))
     started = time.time()
     done = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
@@ -151,13 +160,16 @@ def main(argv=None) -> int:
                         help="the keras-hub baseline's folder (holds train.py; not part of this repository)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/hour-vs-kerashub")
     parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of our run's config, as the flow's --set (a recipe variant's hour)")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if not (args.baseline_dir / "train.py").is_file():
         parser.error(f"--baseline-dir {args.baseline_dir}: no train.py there")
     machine = _load_at_start()
-    ours = run_ours(args.config.resolve(), args.out.resolve() / "ours", args.minutes, args.decode_limit)
+    ours = run_ours(args.config.resolve(), args.out.resolve() / "ours", args.minutes, args.decode_limit,
+                    tuple(args.set))
     corpus_dirs = [p for p in (args.out / "ours" / "data").iterdir() if (p / "manifest.json").is_file()]
     if len(corpus_dirs) != 1:
         raise RuntimeError(f"expected one prepared corpus under {args.out / 'ours' / 'data'}, found {corpus_dirs}")
@@ -171,7 +183,7 @@ def main(argv=None) -> int:
     ratios = {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
     config = args.config.resolve()
     config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
-    emit({"benchmark": "hour_vs_kerashub", "config": str(config),
+    emit({"benchmark": "hour_vs_kerashub", "config": str(config), "settings": args.set,
           "how": "each alone on the whole machine, one after the other; the baseline for our training minutes, "
                  "on our train split; both scored on both test splits",
           "machine": machine, "minutes": round(minutes, 1), "decode_limit": args.decode_limit,

@@ -37,3 +37,11 @@ def test_a_count_that_does_not_add_up_is_refused(tmp_path):
     _baseline_output(tmp_path, TEST + UNSEEN, TEST + UNSEEN)
     with pytest.raises(RuntimeError, match="5 hypotheses for 6 test pairs"):
         score_baseline(tmp_path, {"test": 3, "test_unseen": 3})
+
+
+def test_a_variant_s_settings_reach_the_flow_before_the_run_s_own(tmp_path):
+    command = _script.flow_command(Path("c.yaml"), tmp_path / "ours", 7.0, None, ("train.model.num_layers=1",))
+    settings = [command[i + 1] for i, part in enumerate(command) if part == "--set"]
+    assert settings == ["train.model.num_layers=1", f"run_dir={tmp_path / 'ours'}", "evaluation.split=test",
+                        "train.train_minutes=7.0"]
+    assert command[command.index("--config") + 1] == "c.yaml"
