@@ -14,6 +14,8 @@ from pipelines.tasks.translation.repetition import loop_counts, repeated_ngram
     ("Werkzeug für die Dateien für die Dateien für die Dateien", "für die Dateien"),
     ("Siehe CodeCodeCode", "Code"),                         # inside one word
     ("x, y, x, y, x, y", "x y"),
+    ("Effekte, wie z.B.B.B. und", "B"),                     # one letter stutters inside a word
+    ("a-b-b-b", "b"),
 ])
 def test_loops_are_found(text, ngram):
     assert repeated_ngram(text) == ngram
@@ -28,6 +30,8 @@ def test_loops_are_found(text, ngram):
     "Mississippi und Ananas, Anlagegegenstände",   # two-letter pieces inside words are German
     "Programme in C, C++, C# und Java",            # one letter is not a loop
     "Er sagte: ja, ja und nein.",
+    "z.B. und u.a. oder d.h. und B.B. King",      # abbreviations: one letter at most twice
+    "A.B.C. und x.y.z",
     "",
 ])
 def test_no_loop_is_reported(text):
