@@ -14,6 +14,9 @@ are cut back into the two splits before scoring, so that it trains once.
 
     .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --out runs/hour-vs-kerashub \\
         --output benchmarks/results/cpu-small-vs-kerashub-hour-<date>.json
+    # ours alone, beside the baseline's hour of an earlier report (same splits, same machine kind):
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --baseline-report benchmarks/results/<report>.json \
+        --out runs/hour-ours --output benchmarks/results/cpu-small-hour-<date>.json
     # a wiring run of the whole procedure (minutes, not an hour):
     .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --config configs/translation/demo.yaml \\
         --minutes 2 --decode-limit 40 --out runs/hour-vs-kerashub-smoke
@@ -152,12 +155,35 @@ def run_baseline(baseline_dir: Path, out: Path, minutes: float, counts: dict[str
             "decode_seconds_both_splits": result["decode_seconds"], "scores": score_baseline(out, counts)}
 
 
+def baseline_from_report(path: Path) -> dict:
+    """The keras-hub side of an earlier side-by-side report, to compare a run of ours alone with."""
+    try:
+        kerashub = json.loads(path.read_text(encoding="utf-8"))["kerashub"]
+        scores = {split: kerashub["scores"][split] for split in SPLITS}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"--baseline-report {path}: not a side-by-side report with the baseline's scores on "
+                         f"{' and '.join(SPLITS)} ({type(err).__name__}: {err})") from None
+    return {"report": path.name, "steps": kerashub.get("steps"), "minutes": kerashub.get("minutes"), "scores": scores}
+
+
+def ratios(ours: dict, baseline: dict) -> dict:
+    """Ours over the baseline, BLEU and chrF, on each test split."""
+    def ratio(split, metric):
+        theirs = baseline["scores"][split][metric]
+        return round(ours["scores"][split][metric] / theirs, 2) if theirs > 0 else None
+
+    return {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
     parser.add_argument("--minutes", type=float, help="training minutes of both (default: the preset's)")
-    parser.add_argument("--baseline-dir", type=Path, required=True,
+    parser.add_argument("--baseline-dir", type=Path,
                         help="the keras-hub baseline's folder (holds train.py; not part of this repository)")
+    parser.add_argument("--ours-only", action="store_true", help="run our flow alone; no baseline training")
+    parser.add_argument("--baseline-report", type=Path,
+                        help="with --ours-only: an earlier side-by-side report whose baseline scores to compare with")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/hour-vs-kerashub")
     parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -165,29 +191,38 @@ def main(argv=None) -> int:
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if not (args.baseline_dir / "train.py").is_file():
+    if args.ours_only:
+        if args.baseline_dir:
+            parser.error("--ours-only trains no baseline: drop --baseline-dir")
+        previous = baseline_from_report(args.baseline_report) if args.baseline_report else None
+    elif args.baseline_report:
+        parser.error("--baseline-report goes with --ours-only")
+    elif args.baseline_dir is None or not (args.baseline_dir / "train.py").is_file():
         parser.error(f"--baseline-dir {args.baseline_dir}: no train.py there")
     machine = _load_at_start()
     ours = run_ours(args.config.resolve(), args.out.resolve() / "ours", args.minutes, args.decode_limit,
                     tuple(args.set))
+    config = args.config.resolve()
+    config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
+    if args.ours_only:
+        emit({"benchmark": "hour_vs_kerashub --ours-only", "config": str(config), "settings": args.set,
+              "how": "our flow alone on the whole machine; the baseline is not trained here"
+                     + (f" but read from {previous['report']} (same splits)" if previous else ""),
+              "machine": machine, "decode_limit": args.decode_limit, "ours": ours,
+              **({"kerashub_from_report": previous, "ratio_ours_over_kerashub": ratios(ours, previous)}
+                 if previous else {})}, args.output)
+        return 0
     corpus_dirs = [p for p in (args.out / "ours" / "data").iterdir() if (p / "manifest.json").is_file()]
     if len(corpus_dirs) != 1:
         raise RuntimeError(f"expected one prepared corpus under {args.out / 'ours' / 'data'}, found {corpus_dirs}")
     counts = write_baseline_inputs(corpus_dirs[0], args.out / "baseline")
     minutes = args.minutes if args.minutes is not None else ours["train_seconds"] / 60
     baseline = run_baseline(args.baseline_dir.resolve(), args.out / "baseline", minutes, counts, args.decode_limit)
-    def ratio(split, metric):
-        theirs = baseline["scores"][split][metric]
-        return round(ours["scores"][split][metric] / theirs, 2) if theirs > 0 else None
-
-    ratios = {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
-    config = args.config.resolve()
-    config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
     emit({"benchmark": "hour_vs_kerashub", "config": str(config), "settings": args.set,
           "how": "each alone on the whole machine, one after the other; the baseline for our training minutes, "
                  "on our train split; both scored on both test splits",
           "machine": machine, "minutes": round(minutes, 1), "decode_limit": args.decode_limit,
-          "ours": ours, "kerashub": baseline, "ratio_ours_over_kerashub": ratios}, args.output)
+          "ours": ours, "kerashub": baseline, "ratio_ours_over_kerashub": ratios(ours, baseline)}, args.output)
     return 0
 
 

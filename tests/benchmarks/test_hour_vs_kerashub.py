@@ -3,6 +3,7 @@ is cut back into the two test splits and scored by the evaluation stage's code. 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,33 @@ def test_a_variant_s_settings_reach_the_flow_before_the_run_s_own(tmp_path):
     assert settings == ["train.model.num_layers=1", f"run_dir={tmp_path / 'ours'}", "evaluation.split=test",
                         "train.train_minutes=7.0"]
     assert command[command.index("--config") + 1] == "c.yaml"
+
+
+REPORT = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-small-one-layer-vs-kerashub-hour-2026-11-29.json"
+
+
+def test_ours_alone_is_compared_with_the_baseline_of_an_earlier_report():
+    previous = _script.baseline_from_report(REPORT)
+    assert previous["report"] == REPORT.name and previous["steps"] > 0
+    # The report's own ours against its own baseline gives back the ratios it printed.
+    report = json.loads(REPORT.read_text(encoding="utf-8"))
+    assert _script.ratios(report["ours"], previous) == report["ratio_ours_over_kerashub"]
+
+
+def test_a_report_without_the_baseline_s_scores_is_refused_by_name(tmp_path):
+    cores = tmp_path / "cores.json"
+    cores.write_text('{"benchmark": "cores", "kerashub": {"tokens_per_second": 5000}}', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"--baseline-report .*cores\.json: not a side-by-side report"):
+        _script.baseline_from_report(cores)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--ours-only", "--baseline-dir", "somewhere"], "drop --baseline-dir"),
+    (["--baseline-report", "r.json"], "goes with --ours-only"),
+    ([], "--baseline-dir None: no train.py there"),
+])
+def test_contradicting_arguments_stop_before_anything_runs(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        _script.main([*argv, "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
