@@ -19,7 +19,6 @@ import importlib.metadata
 import json
 import logging
 import shutil
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,19 +59,16 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
 
-    from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS, ExportedModel
+    from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
 
     shutil.rmtree(path, ignore_errors=True)
     signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
                                outputs=Schema([ColSpec("string", OUTPUT_COLUMNS[task])]))
-    with warnings.catch_warnings():
-        # MLflow asks for type hints on predict to infer a signature; this one is given explicitly.
-        warnings.filterwarnings("ignore", "Add type hints to the `predict` method")
-        mlflow.pyfunc.save_model(
-            path=str(path), python_model=ExportedModel(task), artifacts={"export": str(export_dir)},
-            signature=signature, input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}),
-            pip_requirements=pinned_requirements(),
-        )
+    mlflow.pyfunc.save_model(
+        path=str(path), python_model=str(Path(__file__).with_name("pyfunc_model.py")),
+        model_config={"task": task}, artifacts={"export": str(export_dir)}, signature=signature,
+        input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}), pip_requirements=pinned_requirements(),
+    )
     return path
 
 

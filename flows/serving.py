@@ -4,12 +4,14 @@ The exported SavedModel (``keras_transformer.decoding.export``) holds the vocabu
 so the pyfunc only feeds it strings; a parser's best hypotheses become a tree over the sentence's
 words with the parsing task's tree code. Loading the model (``mlflow.pyfunc.load_model``,
 ``mlflow models serve --env-manager local``) needs this project installed beside the pinned
-requirements (TensorFlow, tensorflow-text, ...); it imports nothing else of the project.
+requirements (TensorFlow, tensorflow-text, ...); it imports nothing else of the project. The model is
+saved from code (:mod:`flows.pyfunc_model`), its task in the model's ``model_config``.
 """
 
 from __future__ import annotations
 
 import mlflow.pyfunc
+import pandas as pd
 
 #: Name of the input column and, per task, of the output column.
 INPUT_COLUMN = "source"
@@ -25,11 +27,12 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context) -> None:
         from keras_transformer.decoding.export import load_exported
 
+        # Models saved before models-from-code carry the task on the pickled object instead.
+        self.task = (context.model_config or {}).get("task", self.task)
         self.translator = load_exported(context.artifacts["export"])
 
-    def predict(self, context, model_input, params=None):
-        import pandas as pd
-
+    # The DataFrame hint tells MLflow the input's form; the schema is the explicit signature's.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         if isinstance(model_input, pd.DataFrame):
             column = INPUT_COLUMN if INPUT_COLUMN in model_input.columns else model_input.columns[0]
             sentences = model_input[column].astype(str).tolist()

@@ -194,6 +194,29 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
     assert "tensorflow==" in requirements and "tensorflow-text==" in requirements  # pinned, not inferred
 
 
+def test_the_mlflow_model_is_saved_from_code_with_nothing_to_warn_about(finished_run, tmp_path):
+    """What users load holds no pickle (MLflow's models from code, the task in ``model_config``), and
+    saving it, in a fresh interpreter as the flow does, prints none of MLflow's warnings."""
+    import mlflow.models
+
+    _, _, result = finished_run
+    path = tmp_path / "model"
+    script = ("import logging, pathlib, sys; logging.basicConfig(level=logging.WARNING)\n"
+              "from flows.registry import save_pyfunc\n"
+              "save_pyfunc('translation', sys.argv[1], ['The package contains files.'], pathlib.Path(sys.argv[2]))")
+    # Python's default warning filters, as the flow runs (MLflow's own pandas deprecations stay hidden).
+    done = subprocess.run([sys.executable, "-c", script, result.export.directory, str(path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    warned = [line for line in lines if "Warning" in line or ("WARNING" in line and "mlflow" in line)]
+    assert warned == [], warned
+    flavor = mlflow.models.Model.load(str(path)).flavors["python_function"]
+    assert Path(flavor["model_code_path"]).name == "pyfunc_model.py"
+    assert flavor["config"] == {"task": "translation"}  # model_config, as MLmodel spells it
+    assert not list(path.rglob("*.pkl")), list(path.rglob("*.pkl"))
+
+
 def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_translations(
         finished_run, tmp_path, monkeypatch):
     """What a user gets (the export, ``models:/...@champion`` loaded or served over HTTP) translates
