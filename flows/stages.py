@@ -113,17 +113,15 @@ def train_task(
     from pipelines.tokenization import load_tokenizers
     from pipelines.training.stage import train_on_corpus
 
-    run_logger = get_run_logger()
     # Steps a killed attempt logged after its last checkpoint are trained again on resume; MLflow
     # keeps every point it is given, so the first record of a step stays the only one.
     logged = tracker.logged_steps("loss")
 
     def on_step(step: int, metrics: dict[str, Any]) -> None:
         validated = any(key.startswith("val_") for key in metrics)
+        # The run's log already has each validation, as the training stage words it.
         if (step % log_every_steps == 0 or validated) and step not in logged:
             tracker.log_metrics(metrics, step=step)
-        if validated:
-            run_logger.info("step %d: %s", step, {k: v for k, v in metrics.items() if k.startswith("val_")})
 
     result = train_on_corpus(Corpus.load(corpus.directory), load_tokenizers(vocabulary), input_config, config,
                              on_step=on_step)
@@ -135,11 +133,17 @@ def train_task(
         if step <= result.start_step and step not in logged and (
                 step % log_every_steps == 0 or any(k.startswith("val_") for k in record)):
             tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=step)
-    run_logger.info(
-        "training reached step %d (started at %d) in %.0f s; validation %s",
-        result.final_step, result.start_step, result.elapsed_seconds, result.validation,
+    get_run_logger().info(
+        "training reached step %d (started at %d) in %.0f s; validation %s", result.final_step, result.start_step,
+        result.elapsed_seconds, _figures(result.validation or {}) or "none",
     )
     return TrainingSummary.of(result)
+
+
+def _figures(metrics: dict[str, Any]) -> str:
+    """``name value`` pairs, four significant digits: what a reader of the run's log compares."""
+    return ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
+                     for name, value in metrics.items())
 
 
 @task(name="average-checkpoints", retries=1, timeout_seconds=HOUR, **RETRY)
@@ -183,7 +187,7 @@ def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabul
     translator = load_translator(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
     result = pipeline_task.evaluate(translator, Path(corpus.directory), config, Path(output_dir))
     run_logger = get_run_logger()
-    run_logger.info("evaluation: %s", result.metrics)
+    run_logger.info("evaluation: %s", _figures(result.metrics))
     if result.headline:
         run_logger.info("%s", result.headline)
     for example in result.examples:

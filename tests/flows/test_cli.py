@@ -147,6 +147,10 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert "Traceback" not in first.stderr and "httpx" not in first.stderr
     assert "\r" not in first.stderr  # no progress bar redrawn into a log (stderr is not a terminal)
     assert "training reached step 10 (started at 0)" in first.stderr  # the log lines are there
+    # Each validation once, in the training stage's words; figures, not dicts of floats.
+    validations = re.findall(r"validation at step \d+:", first.stderr)
+    assert validations and len(validations) == len(set(validations)), validations
+    assert "{'val_" not in first.stderr and "evaluation: bleu " in first.stderr
     assert (result.training.start_step, result.training.final_step) == (0, 10)
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     client = MlflowClient(state["tracking_uri"])

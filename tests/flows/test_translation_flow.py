@@ -141,6 +141,11 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
     assert f"| chrf | {metrics['chrf']:.6g} |" in rows
     assert any(row.startswith("| val_perplexity | ") for row in rows)
+    # The run's log gives figures, not dicts of floats (each validation is the training stage's line:
+    # test_cli.py, where the project's loggers reach the log as in a user's run).
+    logs = flow_run_logs(run.data.tags["prefect.flow_run_id"])
+    assert "{'val_" not in logs and "{'bleu'" not in logs
+    assert "training reached step" in logs and f"evaluation: bleu {metrics['bleu']:.4g}, " in logs
 
 
 def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
