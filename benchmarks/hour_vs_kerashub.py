@@ -15,7 +15,7 @@ are cut back into the two splits before scoring, so that it trains once.
     .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --out runs/hour-vs-kerashub \\
         --output benchmarks/results/cpu-small-vs-kerashub-hour-<date>.json
     # ours alone, beside the baseline's hour of an earlier report (same splits, same machine kind):
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --baseline-report benchmarks/results/<report>.json \
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --baseline-report benchmarks/results/<report>.json \\
         --out runs/hour-ours --output benchmarks/results/cpu-small-hour-<date>.json
     # a wiring run of the whole procedure (minutes, not an hour):
     .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --config configs/translation/demo.yaml \\
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     if args.ours_only:
         emit({"benchmark": "hour_vs_kerashub --ours-only", "config": str(config), "settings": args.set,
               "how": "our flow alone on the whole machine; the baseline is not trained here"
-                     + (f" but read from {previous['report']} (same splits)" if previous else ""),
+                     + (f" but read from {previous['report']}" if previous else ""),
               "machine": machine, "decode_limit": args.decode_limit, "ours": ours,
               **({"kerashub_from_report": previous, "ratio_ours_over_kerashub": ratios(ours, previous)}
                  if previous else {})}, args.output)
