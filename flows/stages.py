@@ -142,8 +142,12 @@ def train_task(
 
 def _figures(metrics: dict[str, Any]) -> str:
     """``name value`` pairs, four significant digits: what a reader of the run's log compares."""
-    return ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
-                     for name, value in metrics.items())
+    def figure(value: Any) -> str:
+        if isinstance(value, dict):
+            return f"({_figures(value)})"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{name} {figure(value)}" for name, value in metrics.items())
 
 
 @task(name="average-checkpoints", retries=1, timeout_seconds=HOUR, **RETRY)
@@ -169,7 +173,7 @@ def calibrate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabu
                                            Path(output_path))
     if record is None:
         return model
-    get_run_logger().info("calibrated on the validation split: %s", record)
+    get_run_logger().info("calibrated on the validation split: %s", _figures(record))
     return AveragedModel(str(path), model.checkpoints, calibration=record)
 
 
@@ -230,7 +234,7 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
-    get_run_logger().info("exported to %s (%s)", path, settings)
+    get_run_logger().info("exported to %s: %s", path, _figures(settings))
     return Export(str(path), settings)
 
 

@@ -149,7 +149,7 @@ def write_corpus(
     }
     atomic_write_bytes(directory / MANIFEST, manifest_bytes(manifest))
     logger.info("wrote %s corpus %s-%s to %s: %s", source, source_lang, target_lang, directory,
-                manifest["counts"])
+                ", ".join(f"{split} {count:,}" for split, count in manifest["counts"].items()))
     return Corpus(directory, manifest)
 
 

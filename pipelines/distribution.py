@@ -157,7 +157,10 @@ def build_strategy(kind: str = "auto", devices: list[str] | None = None) -> tf.d
         # Listing devices initialises TensorFlow's context: only after the multi-worker branch,
         # which must configure collective ops first.
         strategy = _local_strategy(kind, devices)
-    logger.info("strategy: %s", describe_strategy(strategy))
+    described = describe_strategy(strategy)
+    logger.info("strategy: %s (%s), %d replica(s) on %d worker(s)%s", described["kind"], described["class"],
+                described["replicas"], described["workers"],
+                f", this one {described['task_type']} {described['task_id']}" if described["task_type"] else "")
     return strategy
 
 

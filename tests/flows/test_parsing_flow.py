@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.flows.prefect_api import flow_run_logs
+
 REPO = Path(__file__).resolve().parents[2]
 #: Test sentences the flow scores (and the served parser must answer identically).
 SCORED = 24
@@ -82,6 +84,12 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(flow, request):
     artifacts = {a.path for a in client.list_artifacts(result.run_id, "evaluation")}
     assert {"evaluation/predicted.trees", "evaluation/per_sentence.jsonl", "evaluation/scores.json"} <= artifacts
     assert run.data.params["data.max_train_trees"] == "200"
+    # The run's log gives figures, not dicts: the calibration's line names the bias and each bias' F1.
+    logs = flow_run_logs(run.data.tags["prefect.flow_run_id"])
+    assert "{'" not in logs, [line for line in logs.splitlines() if "{'" in line]
+    if flow == "parsed":
+        assert f"calibrated on the validation split: bias {result.model.calibration['bias']:.4g}, split validation, " \
+               "f1_by_bias (" in logs
 
 
 def test_the_export_decodes_as_the_evaluation_did(parsed, parsed_seq2seq):

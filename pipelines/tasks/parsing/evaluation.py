@@ -135,7 +135,8 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
     sentences = [source for source, _ in pairs]
     gold = [delinearize(target, source.split()) for source, target in pairs]
     decode = decoding_kwargs(translator, config)
-    logger.info("parsing %d %s sentences (%s)", len(pairs), config.split, decode)
+    logger.info("parsing %d %s sentences (%s)", len(pairs), config.split,
+                ", ".join(f"{name} {value}" for name, value in decode.items()))
     decoded, predicted, repaired = parse_sentences(translator, sentences, config.constrained, **decode)
 
     scores = score_trees(gold, predicted, cutoff_len=config.cutoff_len, punctuation=config.punctuation)

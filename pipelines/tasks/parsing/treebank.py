@@ -120,7 +120,7 @@ def _collect(files: Iterable[tuple[str, bytes | Path]], split_of, on_error: OnEr
         errors.extend(bad)
     if errors:
         logger.warning("%d malformed trees skipped (first: %s)", len(errors), errors[0])
-    logger.info("treebank splits: %s", {name: len(trees) for name, trees in splits.items()})
+    logger.info("treebank splits: %s", ", ".join(f"{name} {len(trees):,} trees" for name, trees in splits.items()))
     return splits
 
 

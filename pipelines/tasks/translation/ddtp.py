@@ -121,7 +121,8 @@ def build_pair(
     """
     source_lang, target_lang = language_pair.split("-")
     raw_pairs, align_stats = align_descriptions(english, other)
-    logger.info("%s: %d aligned pairs (%s)", language_pair, len(raw_pairs), align_stats)
+    logger.info("%s: %d aligned pairs (%s)", language_pair, len(raw_pairs),
+                ", ".join(f"{name} {count:,}" for name, count in align_stats.items()))
     pairs, counts = clean_pairs(raw_pairs, config.cleaning)
     log_counts(language_pair, counts)
     held = None
