@@ -22,6 +22,9 @@ os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 for _name in ("flows", "pipelines", "keras_transformer"):
     if logging.getLogger(_name).level == logging.NOTSET:
         logging.getLogger(_name).setLevel(logging.INFO)
+# MLflow logs through its own handler at INFO ("Creating initial MLflow database tables...", "Started
+# monitoring system metrics."): its warnings are what a run's reader needs from it.
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if not getattr(sys.stderr, "isatty", lambda: False)():
