@@ -187,9 +187,9 @@ def test_two_worker_multi_worker_mirrored_run_agrees_on_weights(tmp_path, job_ya
                 p.kill()
     for p, (_, stderr) in zip(processes, outputs):
         assert p.returncode == 0, stderr[-6000:]
-    for _, stderr in outputs:
-        assert "'kind': 'multi_worker', 'class': 'CollectiveAllReduceStrategy', 'replicas': 2, " \
-            "'workers': 2" in stderr
+    for index, (_, stderr) in enumerate(outputs):
+        assert "strategy: multi_worker (CollectiveAllReduceStrategy), 2 replica(s) on 2 worker(s), " \
+            f"this one worker {index}" in stderr
     chief, other = (json.loads((tmp_path / f"worker{i}.json").read_text()) for i in range(2))
     assert chief["final_step"] == other["final_step"] == 3
     assert chief["optimizer_steps"] == other["optimizer_steps"] == 3
