@@ -158,3 +158,14 @@ def test_bucketing_by_source_sizes_batches_by_the_source(ddtp_corpus, tokenizer,
                for name, cfg in (("longer", config), ("source", by_source))}
     assert padding["source"]["source"] < padding["longer"]["source"]
     assert padding["source"]["tokens"] == padding["longer"]["tokens"]
+
+
+def test_batches_come_without_tf_data_autotuning(ddtp_corpus, tokenizer, config):
+    # Deleting an iterator waits for the autotuner's thread, asleep for up to a minute: the end
+    # of a training run stalled so. The options reach every dataset built on the cache's records.
+    for training in (True, False):
+        dataset = make_dataset(ddtp_corpus, "validation", tokenizer, config, training=training)
+        assert dataset.options().autotune.enabled is False
+        assert dataset.repeat().skip(1).options().autotune.enabled is False
+    fixed = make_fixed_length_dataset(ddtp_corpus, "validation", tokenizer, config)
+    assert fixed.options().autotune.enabled is False
