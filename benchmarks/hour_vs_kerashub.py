@@ -17,6 +17,9 @@ are cut back into the two splits before scoring, so that it trains once.
     # ours alone, beside the baseline's hour of an earlier report (same splits, same machine kind):
     .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --baseline-report benchmarks/results/<report>.json \\
         --out runs/hour-ours --output benchmarks/results/cpu-small-hour-<date>.json
+    # a recipe variant's hour, paired sentence by sentence with the preset's run (benchmarks/paired_runs.py):
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --set train.model.dropout=0.2 --pair-with PRESET_RUN \\
+        --baseline-report benchmarks/results/<report>.json --out runs/hour-dropout --output ...
     # a wiring run of the whole procedure (minutes, not an hour):
     .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --config configs/translation/demo.yaml \\
         --minutes 2 --decode-limit 40 --out runs/hour-vs-kerashub-smoke
@@ -33,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from paired_runs import RunsDoNotPair, compare_runs
 from report import emit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +179,15 @@ def ratios(ours: dict, baseline: dict) -> dict:
     return {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
 
 
+def _paired(base: Path, run: Path) -> dict:
+    """The ``paired`` part of the report; an hour whose pairing fails keeps its own figures."""
+    try:
+        return {"paired": compare_runs(base, run)}
+    except RunsDoNotPair as err:
+        logger.error("--pair-with: %s; pair them later with benchmarks/paired_runs.py", err)
+        return {"paired": {"error": str(err)}}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
@@ -188,8 +201,12 @@ def main(argv=None) -> int:
     parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of our run's config, as the flow's --set (a recipe variant's hour)")
+    parser.add_argument("--pair-with", type=Path, metavar="RUN",
+                        help="an earlier run of ours (its run_path) to pair our run with, sentence by sentence")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
+    if args.pair_with and not (args.pair_with / "evaluation" / "references.txt").is_file():
+        parser.error(f"--pair-with {args.pair_with}: no evaluation/references.txt there (not an evaluated run)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.ours_only:
         if args.baseline_dir:
@@ -204,11 +221,12 @@ def main(argv=None) -> int:
                     tuple(args.set))
     config = args.config.resolve()
     config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
+    paired = _paired(args.pair_with, Path(ours["run_path"])) if args.pair_with else {}
     if args.ours_only:
         emit({"benchmark": "hour_vs_kerashub --ours-only", "config": str(config), "settings": args.set,
               "how": "our flow alone on the whole machine; the baseline is not trained here"
                      + (f" but read from {previous['report']}" if previous else ""),
-              "machine": machine, "decode_limit": args.decode_limit, "ours": ours,
+              "machine": machine, "decode_limit": args.decode_limit, "ours": ours, **paired,
               **({"kerashub_from_report": previous, "ratio_ours_over_kerashub": ratios(ours, previous)}
                  if previous else {})}, args.output)
         return 0
@@ -222,7 +240,8 @@ def main(argv=None) -> int:
           "how": "each alone on the whole machine, one after the other; the baseline for our training minutes, "
                  "on our train split; both scored on both test splits",
           "machine": machine, "minutes": round(minutes, 1), "decode_limit": args.decode_limit,
-          "ours": ours, "kerashub": baseline, "ratio_ours_over_kerashub": ratios(ours, baseline)}, args.output)
+          "ours": ours, **paired, "kerashub": baseline, "ratio_ours_over_kerashub": ratios(ours, baseline)},
+         args.output)
     return 0
 
 

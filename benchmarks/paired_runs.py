@@ -1,0 +1,114 @@
+"""A recipe variant's run beside the run it varies, sentence by sentence, on both test splits.
+
+Two hours (or two step-budget replays) of the same preset differ by one setting; their corpus
+BLEU differs by a point or less, within the spread of a rerun. What says whether the variant is
+better is the paired test of :mod:`paired_significance` on the same references, split by split,
+with the loop counter of the evaluation stage on both runs' outputs and the references, and both
+runs' validation curves from their ``train/metrics.jsonl`` (is one still learning, or overfitting?).
+
+    .venv/bin/python benchmarks/paired_runs.py BASE_RUN RUN [--output report.json]
+    # or at the end of the variant's hour itself:
+    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --set train.model.dropout=0.2 --pair-with BASE_RUN ...
+
+A run is the folder a translation flow run writes (``<run_dir>/runs/<run id>``, printed as its
+``run_path``): its ``evaluation/`` holds ``test``'s files, ``evaluation/test_unseen/`` the other split's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from paired_significance import paired_test
+from report import emit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SPLITS = {"test": "", "test_unseen": "test_unseen"}
+#: Training accuracy is a noisy per-batch figure: its mean over the last steps says where a run ended.
+LAST_STEPS = 1000
+
+
+class RunsDoNotPair(ValueError):
+    """The two runs cannot be compared sentence by sentence; the message names the files."""
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise RunsDoNotPair(f"{path}: missing (is this a translation run's folder, evaluated on both test splits?)") \
+            from None
+
+
+def curves(run: Path) -> dict:
+    """Where a run's training ended: steps, validation perplexity at each validation, the last
+    validation accuracy and the mean training accuracy of its last :data:`LAST_STEPS` steps."""
+    from pipelines.training.state import read_metrics
+
+    records = read_metrics(Path(run) / "train")
+    if not records:
+        raise RunsDoNotPair(f"{Path(run) / 'train' / 'metrics.jsonl'}: no training records")
+    validations = [r for r in records if "val_perplexity" in r]
+    last = records[-1]["step"]
+    return {"steps": last,
+            "validation_perplexity_by_step": {r["step"]: round(r["val_perplexity"], 2) for r in validations},
+            "validation_accuracy_last": round(validations[-1]["val_token_accuracy"], 3) if validations else None,
+            f"train_accuracy_last_{LAST_STEPS}_steps": round(statistics.mean(
+                r["token_accuracy"] for r in records if r["step"] > last - LAST_STEPS), 3)}
+
+
+def compare_runs(base: Path, run: Path, trials: int = 10000) -> dict:
+    """``run`` against ``base``: the paired test and the loop counts on each test split, both runs' curves.
+
+    Raises :class:`RunsDoNotPair` when a file is missing or the two runs were scored on other
+    references (another corpus, or a ``max_sentences`` limit).
+    """
+    from pipelines.tasks.translation.evaluation import HYPOTHESES_FILE, REFERENCES_FILE
+    from pipelines.tasks.translation.repetition import loop_counts
+
+    base, run = Path(base), Path(run)
+    paired, loops = {}, {}
+    for split, sub in SPLITS.items():
+        folders = [r / "evaluation" / sub for r in (base, run)]
+        references = [_lines(f / REFERENCES_FILE) for f in folders]
+        if references[0] != references[1]:
+            raise RunsDoNotPair(f"{folders[0] / REFERENCES_FILE} and {folders[1] / REFERENCES_FILE} differ "
+                                f"({len(references[0])} and {len(references[1])} lines): the runs were scored "
+                                f"on other {split} sentences")
+        base_hypotheses, hypotheses = (_lines(f / HYPOTHESES_FILE) for f in folders)
+        test = paired_test(references[0], base_hypotheses, hypotheses, trials)
+        paired[split] = {key: test[key] for key in ("sentences", "changed_sentences", "test", "bleu", "chrf")}
+        loops[split] = {"run": loop_counts(hypotheses, references[0])["hypotheses"],
+                        "base": loop_counts(base_hypotheses, references[0])["hypotheses"],
+                        "references": loop_counts(references[0], references[0])["hypotheses"]}
+    return {"base_run": _shown(base), "run": _shown(run), "paired_run_over_base": paired, "loops": loops,
+            "curves": {"base": curves(base), "run": curves(run)}}
+
+
+def _shown(path: Path) -> str:
+    # Reports are committed: a run under this checkout is named from it, not from the machine's root.
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, help="the run compared against (the preset's)")
+    parser.add_argument("run", type=Path, help="the run that may be better (the variant's)")
+    parser.add_argument("--trials", type=int, default=10000)
+    parser.add_argument("--output", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    try:
+        report = compare_runs(args.base, args.run, args.trials)
+    except RunsDoNotPair as err:
+        parser.error(str(err))
+    emit({"benchmark": "paired_runs", **report}, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""benchmarks/paired_runs.py on two hand-made run folders: the paired test and loop counts on both
+test splits, the curves from each run's metrics.jsonl, and refusals that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import load
+
+_script = load("paired_runs")
+
+REFERENCES = {"test": ["Die Katze sitzt auf der Matte.", "Ein Hund rennt im Park.", "Es regnet heute sehr stark."] * 10,
+              "test_unseen": ["Werkzeuge für die Kommandozeile", "Bibliothek für Bilder und Töne"] * 10}
+WORSE = {"test": ["Die Katze sitzt auf Matte.", "Ein Hund im Park.", "Es regnet heute stark."] * 10,
+         "test_unseen": ["Werkzeuge für", "Bibliothek für Bilder Bilder Bilder Bilder"] * 10}
+
+
+def _run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, steps: int = 1500) -> Path:
+    for split, sub in _script.SPLITS.items():
+        evaluation = folder / "evaluation" / sub
+        evaluation.mkdir(parents=True, exist_ok=True)
+        (evaluation / "references.txt").write_text("\n".join(references[split]) + "\n", encoding="utf-8")
+        (evaluation / "hypotheses.txt").write_text("\n".join(hypotheses[split]) + "\n", encoding="utf-8")
+    (folder / "train").mkdir(parents=True)
+    records = [{"step": s, "token_accuracy": 0.5 if s > steps - 1000 else 0.1} for s in range(1, steps + 1)]
+    for record in records:
+        if record["step"] % 500 == 0:
+            record.update(val_perplexity=100.0 / record["step"], val_token_accuracy=record["step"] / 10000)
+    (folder / "train" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return folder
+
+
+def test_a_variant_better_on_every_sentence_is_paired_split_by_split(tmp_path):
+    base = _run(tmp_path / "preset", WORSE)
+    variant = _run(tmp_path / "variant", REFERENCES, steps=2000)
+    report = _script.compare_runs(base, variant, trials=300)
+    for split, sentences in (("test", 30), ("test_unseen", 20)):
+        paired = report["paired_run_over_base"][split]
+        assert paired["sentences"] == paired["changed_sentences"] == sentences
+        assert paired["bleu"]["system"] == 100.0 and paired["bleu"]["difference"] > 0
+        assert paired["bleu"]["p_value"] < 0.01 and paired["chrf"]["p_value"] < 0.01
+    # Every other unseen hypothesis of the preset repeats "Bilder" four times in a row.
+    assert report["loops"]["test_unseen"] == {"run": 0, "base": 10, "references": 0}
+    assert report["loops"]["test"] == {"run": 0, "base": 0, "references": 0}
+    assert report["curves"]["base"]["validation_perplexity_by_step"] == {500: 0.2, 1000: 0.1, 1500: 0.07}
+    assert report["curves"]["run"]["steps"] == 2000 and report["curves"]["run"]["validation_accuracy_last"] == 0.2
+    assert report["curves"]["run"]["train_accuracy_last_1000_steps"] == 0.5
+
+
+def test_runs_scored_on_other_sentences_are_refused_with_both_files_named(tmp_path):
+    base = _run(tmp_path / "preset", WORSE)
+    limited = {split: lines[:6] for split, lines in REFERENCES.items()}
+    variant = _run(tmp_path / "variant", limited, references=limited)
+    with pytest.raises(_script.RunsDoNotPair, match=r"preset/evaluation/references\.txt and .*variant/evaluation/"
+                                                    r"references\.txt differ \(30 and 6 lines\)"):
+        _script.compare_runs(base, variant, trials=10)
+
+
+def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path, capsys):
+    base = _run(tmp_path / "preset", WORSE)
+    variant = _run(tmp_path / "variant", REFERENCES)
+    (variant / "evaluation" / "test_unseen" / "hypotheses.txt").unlink()
+    with pytest.raises(SystemExit) as stopped:
+        _script.main([str(base), str(variant), "--trials", "10"])
+    assert stopped.value.code == 2
+    assert "variant/evaluation/test_unseen/hypotheses.txt: missing" in capsys.readouterr().err
+
+
+def test_the_hour_refuses_a_pair_that_is_not_an_evaluated_run_before_it_trains(tmp_path, capsys):
+    hour = load("hour_vs_kerashub")
+    with pytest.raises(SystemExit) as stopped:
+        hour.main(["--ours-only", "--pair-with", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2 and "no evaluation/references.txt there" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_hour_whose_pairing_fails_keeps_its_figures_and_says_why(tmp_path):
+    hour = load("hour_vs_kerashub")
+    base = _run(tmp_path / "preset", WORSE)
+    assert "missing" in hour._paired(base, tmp_path / "elsewhere")["paired"]["error"]
+    assert hour._paired(base, base)["paired"]["loops"]["test_unseen"]["run"] == 10
