@@ -379,3 +379,29 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     # The decision is in the flow run's log, as Prefect's UI shows it.
     verdict = "promoted to champion" if decision.promoted else "not promoted"
     assert f"flow-test v{decision.challenger_version} {verdict}: {decision.reason}" in flow_run_logs(flow_run_id)
+
+
+def test_the_run_benchmarks_give_back_what_the_run_shipped(finished_run):
+    """``bench_translation_checkpoints.py`` decodes the window the run averaged with its evaluation's own
+    settings (guard, length floor) into the scored translations; ``paired_runs.py`` reads a real run's
+    files and curves (the run against itself: nothing changed, nothing better)."""
+    from tests.benchmarks.test_benchmark_smoke import run_json
+
+    _, _, result = finished_run
+    run = Path(result.run_path)
+    shipped = len(json.loads((run / "averaged" / "model_config.json").read_text("utf-8"))["averaged_from"])
+    report = run_json(REPO / "benchmarks" / "bench_translation_checkpoints.py", "--run", run, "--windows",
+                      f"1,{shipped},99", "--max-sentences", 4, "--confirm-on", "test", "--trials", 50)
+    assert report["evaluation_settings"]["repetition_guard"] == 4
+    assert report["evaluation_settings"]["min_length_ratio"] == 0.5
+    assert [r["window"] for r in report["results"]] == [1, shipped]  # 99 is skipped, not faked
+    last, averaged = report["results"]
+    assert averaged["shipped"] and not last["shipped"] and last["checkpoints"] == ["ckpt-12"]
+    for split in ("test", "test_unseen"):
+        assert averaged["paired_over_shipped"][split]["changed_sentences"] == 0
+        assert averaged[split]["bleu"] == pytest.approx(averaged["paired_over_shipped"][split]["bleu"]["baseline"],
+                                                        abs=1e-3)
+    paired = run_json(REPO / "benchmarks" / "paired_runs.py", run, run, "--trials", 50)
+    assert paired["paired_run_over_base"]["test_unseen"]["changed_sentences"] == 0
+    assert paired["curves"]["run"]["steps"] == 12
+    assert sorted(paired["curves"]["run"]["validation_perplexity_by_step"]) == ["12", "6"]
