@@ -45,10 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     import keras
-    import tensorflow as tf
     from bench_parser_beams import measure
+    from checkpoint_windows import averaged_windows
 
-    from keras_transformer.checkpoints.averaging import average_checkpoints
     from keras_transformer.decoding.chart_parser import ChartParser
     from keras_transformer.decoding.translator import load_translator
     from keras_transformer.models.span_parser import SpanParser
@@ -61,15 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     corpus = Corpus.load(run_dir / "data" / "treebank-sample")
     tokenizers = run_dir / "tokenizer"
     pairs = list(corpus.pairs(args.split))[: args.max_sentences]
-    kept = tf.train.get_checkpoint_state(str(run / "train")).all_model_checkpoint_paths
     source = SubwordTokenizer(str(tokenizers / "spm_en.model"))
     results = []
     with tempfile.TemporaryDirectory() as scratch:
-        for window in (int(w) for w in args.windows.split(",")):
-            if window > len(kept):
-                logger.info("window %d: the run kept only %d checkpoints", window, len(kept))
-                continue
-            averaged = average_checkpoints(run / "train", window, Path(scratch) / f"last-{window}")
+        windows = averaged_windows(run / "train", (int(w) for w in args.windows.split(",")), Path(scratch))
+        for window, checkpoints, averaged in windows:
             model = keras.saving.load_model(averaged.keras_model, compile=False)
             if isinstance(model, SpanParser):
                 by_bias = bias_f1(ChartParser(model, source, bias=0.0), pairs)
@@ -79,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 translator = load_translator(averaged.keras_model, tokenizers / "spm_en.model",
                                              tokenizers / "spm_tree.model")
                 result = measure(translator, pairs, args.beam, args.alpha, args.max_length_offset, args.batch_size)
-            result = {"window": window, "checkpoints": [Path(p).name for p in kept[-window:]], **result}
+            result = {"window": window, "checkpoints": checkpoints, **result}
             logger.info("%s", result)
             results.append(result)
     best = max(results, key=lambda r: r["f1"])

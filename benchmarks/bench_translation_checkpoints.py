@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from checkpoint_windows import averaged_windows
 from choose_alpha import run_files, summary
 from paired_significance import paired_test
 from report import emit
@@ -85,29 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--run {args.run}: its run_dir needs one tokenizer/*.model and one data/*/manifest.json")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    import tensorflow as tf
-
-    from keras_transformer.checkpoints.averaging import average_checkpoints
     from keras_transformer.decoding.translator import Translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
     from pipelines.training.state import read_metrics
 
     corpus = Corpus.load(found["corpus_dir"])
-    kept = tf.train.get_checkpoint_state(str(run / "train")).all_model_checkpoint_paths
     last_step = read_metrics(run / "train")[-1]["step"]
     results = []
     with tempfile.TemporaryDirectory() as scratch:
-        for window in (int(w) for w in args.windows.split(",")):
-            if window > len(kept):
-                logger.info("window %d: the run kept only %d checkpoints", window, len(kept))
-                continue
-            averaged = average_checkpoints(run / "train", window, Path(scratch) / f"last-{window}")
+        windows = averaged_windows(run / "train", (int(w) for w in args.windows.split(",")), Path(scratch))
+        for window, checkpoints, averaged in windows:
             translator = Translator.from_files(averaged.keras_model, found["tokenizer"])
-            steps = [int(Path(p).name.rsplit("-", 1)[1]) for p in kept[-window:]]
-            result = {"window": window, "shipped": window == shipped_window,
-                      "checkpoints": [Path(p).name for p in kept[-window:]],
-                      "fraction_of_run": round((last_step - steps[0]) / last_step, 3)}
+            first = int(checkpoints[0].rsplit("-", 1)[1])
+            result = {"window": window, "shipped": window == shipped_window, "checkpoints": checkpoints,
+                      "fraction_of_run": round((last_step - first) / last_step, 3)}
             config = EvalConfig(split=args.split, max_sentences=args.max_sentences, attention_examples=0, **decoding)
             result[args.split] = summary(evaluate(translator, corpus, config=config,
                                                   output_dir=Path(scratch) / f"{args.split}-{window}"))
