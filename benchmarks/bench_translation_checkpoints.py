@@ -28,7 +28,7 @@ from pathlib import Path
 
 from checkpoint_windows import averaged_windows
 from choose_alpha import run_files, summary
-from paired_significance import paired_test
+from paired_runs import RunsDoNotPair, pair_folders
 from report import emit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,20 +41,13 @@ DECODING = ("beam_size", "alpha", "max_length_offset", "batch_size", "repetition
 
 def paired_with_shipped(run: Path, split: str, result, trials: int = 10000) -> dict:
     """Each split of ``result`` (``split`` and its companions) paired with the run's own evaluation of it."""
-    from pipelines.tasks.translation.evaluation import HYPOTHESES_FILE, REFERENCES_FILE, read_lines_like_sacrebleu
-
-    paired = {}
-    for name, scored in {split: result, **result.others}.items():
-        shipped = run / "evaluation" / ("" if name == split else name)
-        ours = read_lines_like_sacrebleu(scored.output_dir / HYPOTHESES_FILE)
+    try:
         # --max-sentences scores the first N: the run's own first N are their pair.
-        references, hypotheses = (read_lines_like_sacrebleu(shipped / file)[:len(ours)]
-                                  for file in (REFERENCES_FILE, HYPOTHESES_FILE))
-        if references != read_lines_like_sacrebleu(scored.output_dir / REFERENCES_FILE):
-            raise SystemExit(f"{shipped / REFERENCES_FILE}: the run was scored on other {name} sentences")
-        test = paired_test(references, hypotheses, ours, trials)
-        paired[name] = {key: test[key] for key in ("changed_sentences", "bleu", "chrf")}
-    return paired
+        return {name: pair_folders(run / "evaluation" / ("" if name == split else name), scored.output_dir, trials,
+                                   first_of_base=True)["paired"]
+                for name, scored in {split: result, **result.others}.items()}
+    except RunsDoNotPair as err:
+        raise SystemExit(f"--run {run}: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

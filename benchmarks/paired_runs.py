@@ -37,11 +37,37 @@ class RunsDoNotPair(ValueError):
 
 
 def _lines(path: Path) -> list[str]:
+    from pipelines.tasks.translation.evaluation import read_lines_like_sacrebleu
+
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return read_lines_like_sacrebleu(path)
     except FileNotFoundError:
         raise RunsDoNotPair(f"{path}: missing (is this a translation run's folder, evaluated on both test splits?)") \
             from None
+
+
+def pair_folders(base: Path, folder: Path, trials: int = 10000, first_of_base: bool = False) -> dict:
+    """One split's translations in ``folder`` against those in ``base`` (evaluation folders, as the
+    evaluation stage writes them): the paired test and the loop counts of both and of the references.
+
+    ``first_of_base``: ``folder`` scored only the split's first sentences (``max_sentences``), so
+    ``base``'s first as many are their pair. Raises :class:`RunsDoNotPair` when a file is missing or
+    the references differ.
+    """
+    from pipelines.tasks.translation.evaluation import HYPOTHESES_FILE, REFERENCES_FILE
+    from pipelines.tasks.translation.repetition import loop_counts
+
+    references, hypotheses = _lines(folder / REFERENCES_FILE), _lines(folder / HYPOTHESES_FILE)
+    keep = len(references) if first_of_base else None
+    base_references, base_hypotheses = (_lines(base / name)[:keep] for name in (REFERENCES_FILE, HYPOTHESES_FILE))
+    if base_references != references:
+        raise RunsDoNotPair(f"{base / REFERENCES_FILE} and {folder / REFERENCES_FILE} differ "
+                            f"({len(base_references)} and {len(references)} lines): scored on other sentences")
+    test = paired_test(references, base_hypotheses, hypotheses, trials)
+    return {"paired": {key: test[key] for key in ("sentences", "changed_sentences", "test", "bleu", "chrf")},
+            "loops": {"run": loop_counts(hypotheses, references)["hypotheses"],
+                      "base": loop_counts(base_hypotheses, references)["hypotheses"],
+                      "references": loop_counts(references, references)["hypotheses"]}}
 
 
 def curves(run: Path) -> dict:
@@ -67,24 +93,11 @@ def compare_runs(base: Path, run: Path, trials: int = 10000) -> dict:
     Raises :class:`RunsDoNotPair` when a file is missing or the two runs were scored on other
     references (another corpus, or a ``max_sentences`` limit).
     """
-    from pipelines.tasks.translation.evaluation import HYPOTHESES_FILE, REFERENCES_FILE
-    from pipelines.tasks.translation.repetition import loop_counts
-
     base, run = Path(base), Path(run)
     paired, loops = {}, {}
     for split, sub in SPLITS.items():
-        folders = [r / "evaluation" / sub for r in (base, run)]
-        references = [_lines(f / REFERENCES_FILE) for f in folders]
-        if references[0] != references[1]:
-            raise RunsDoNotPair(f"{folders[0] / REFERENCES_FILE} and {folders[1] / REFERENCES_FILE} differ "
-                                f"({len(references[0])} and {len(references[1])} lines): the runs were scored "
-                                f"on other {split} sentences")
-        base_hypotheses, hypotheses = (_lines(f / HYPOTHESES_FILE) for f in folders)
-        test = paired_test(references[0], base_hypotheses, hypotheses, trials)
-        paired[split] = {key: test[key] for key in ("sentences", "changed_sentences", "test", "bleu", "chrf")}
-        loops[split] = {"run": loop_counts(hypotheses, references[0])["hypotheses"],
-                        "base": loop_counts(base_hypotheses, references[0])["hypotheses"],
-                        "references": loop_counts(references[0], references[0])["hypotheses"]}
+        pair = pair_folders(base / "evaluation" / sub, run / "evaluation" / sub, trials)
+        paired[split], loops[split] = pair["paired"], pair["loops"]
     return {"base_run": _shown(base), "run": _shown(run), "paired_run_over_base": paired, "loops": loops,
             "curves": {"base": curves(base), "run": curves(run)}}
 
