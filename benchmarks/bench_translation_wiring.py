@@ -88,6 +88,12 @@ def _objective_steps(model, optimizer, train, source, target_in, target_out):
     return run
 
 
+def _sampled(pairs, source_tok, target_tok, config, dropout: float, width: int):
+    """The pairs' arrays in a sampled segmentation, padded to ``width`` (one shape, one trace)."""
+    source, target_in, target_out = arrays(pairs, source_tok, target_tok, config.eos_id, config.bos_id, dropout, width)
+    return (source, target_in), target_out
+
+
 def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600, eval_every: int = 100,
           beam_size: int = 4, learning_rate: float = 1e-3, optimizer: str = "fixed") -> dict:
     """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model (and, ``optimizer``
@@ -125,6 +131,14 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
     train_steps = _objective_steps(model, trained_with, pipeline.train, source, target_in, target_out)
+    dropout = pipeline.input.subword_dropout
+    if dropout:  # input.subword_dropout: each step sees the pairs in a segmentation of its own
+        if train_steps is not None:
+            raise SystemExit("--set input.subword_dropout and train.unlikelihood: check one at a time")
+
+        def train_steps(n: int) -> None:
+            for _ in range(n):
+                model.train_on_batch(*_sampled(chosen, source_tok, target_tok, config, dropout, 2 * limit))
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
         if train_steps is None:
@@ -143,7 +157,9 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     blind = _bleu(model, tokenizers, chosen, beam_size, sources=[""] * len(chosen))
     losses = source_losses(model, source, target_in, target_out)
     return {"pairs": len(chosen), "max_length": limit, "optimizer": optimizer, "parameters": model.count_params(),
+            "subword_dropout": dropout,
             "objective": "cross-entropy (fit)" if train_steps is None
+            else f"cross-entropy (train_on_batch, subword dropout {dropout})" if dropout
             else f"the training stage's, unlikelihood {pipeline.train.unlikelihood}"
                  f" (window {pipeline.train.unlikelihood_window or 'all'})",
             "steps": steps,

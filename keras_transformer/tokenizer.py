@@ -26,6 +26,9 @@ from keras_transformer.text import IDENTIFIERS, VERBATIM, normalize, one_line, p
 
 __all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch"]
 
+#: The sampling tokenizers of :meth:`SubwordTokenizer.tokenize`'s ``dropout``, by (model, rate).
+_SAMPLERS: dict[tuple[str, float], tf_text.SentencepieceTokenizer] = {}
+
 
 class SubwordTokenizer(tf.Module):
     """SentencePiece tokenizer usable eagerly, in ``tf.function``, ``tf.data`` and SavedModels.
@@ -114,16 +117,37 @@ class SubwordTokenizer(tf.Module):
         """Every piece of the vocabulary, by id."""
         return [piece.decode("utf-8") for piece in self.id_to_piece(tf.range(self._vocab_size)).numpy()]
 
-    def tokenize(self, strings) -> tf.RaggedTensor:
+    def tokenize(self, strings, dropout: float = 0.0) -> tf.RaggedTensor:
         """UTF-8 strings ``[batch]`` -> int32 ids ``RaggedTensor [batch, (tokens)]``, no BOS/EOS.
 
         The text is normalised first as the training corpus was (:func:`normalize`), so a
         ligature or a no-break space from a user reaches the model as the pieces it was trained
         on. A scalar string gives a 1-D int32 tensor. With :attr:`copies_verbatim` each verbatim
         span is the placeholder piece.
+
+        ``dropout`` > 0 samples a segmentation instead, for training only: BPE-dropout
+        (Provilkov et al., 2020) skips each merge with that probability, so a word comes out
+        in smaller pieces now and then and a new segmentation on every call. A unigram
+        vocabulary samples from its lattice with ``dropout`` as the smoothing ``alpha``
+        (Kudo, 2018).
         """
         text = normalize(tf.convert_to_tensor(strings, dtype=tf.string))
-        return self._sp.tokenize(protect(text, self._copies_identifiers) if self._copies_verbatim else text)
+        text = protect(text, self._copies_identifiers) if self._copies_verbatim else text
+        return self._sampler(dropout).tokenize(text) if dropout else self._sp.tokenize(text)
+
+    def _sampler(self, dropout: float) -> tf_text.SentencepieceTokenizer:
+        if not 0.0 < dropout < 1.0:
+            raise ValueError(f"dropout must be in (0, 1), got {dropout}")
+        key = (self.fingerprint, dropout)
+        if key not in _SAMPLERS:
+            # Made eagerly even when first asked for inside a traced function (a tf.data map), so
+            # that the op's resource outlives the trace; kept off the module, so that an export of
+            # a model trained in this process does not carry a training-only tokenizer.
+            with tf.init_scope():
+                _SAMPLERS[key] = tf_text.SentencepieceTokenizer(
+                    model=self._serialized_model, out_type=tf.int32, nbest_size=-1, alpha=dropout,
+                    add_bos=False, add_eos=False, name=f"sentencepiece_{self.fingerprint}_dropout{dropout:g}")
+        return _SAMPLERS[key]
 
     def restore(self, translations, sources) -> tf.Tensor:
         """``translations`` (``tf.string [batch]``, detokenized) with the placeholders replaced by

@@ -74,6 +74,9 @@ class InputConfig:
     ``sentence_pairs`` (``none``, ``add``, ``only``, ``only_aligned``) cuts the training split's paragraph
     pairs into sentence pairs where both sides split alike (``pipelines.sentence_pairs``); other splits
     stay whole.
+    ``subword_dropout`` (BPE-dropout, Provilkov et al., 2020; 0 = off) tokenizes the training pairs
+    anew on every pass, skipping each merge with this probability: a regulariser that shows the
+    model the smaller pieces of its words. Validation and test are segmented as always.
     """
 
     tokens_per_batch: int = 4096
@@ -89,6 +92,7 @@ class InputConfig:
     prefetch: bool = True
     tokenize_batch_size: int = 1024
     sentence_pairs: str = "none"
+    subword_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_length < 2:
@@ -108,6 +112,8 @@ class InputConfig:
             raise SettingError(self, "bucket_by", f"must be one of {', '.join(BUCKET_BY)}")
         if self.sentence_pairs not in SENTENCE_PAIRS:
             raise SettingError(self, "sentence_pairs", f"must be one of {', '.join(SENTENCE_PAIRS)}")
+        if not 0.0 <= self.subword_dropout < 1.0:
+            raise SettingError(self, "subword_dropout", "must be in [0, 1): the probability of skipping a merge")
 
     def boundaries(self) -> list[int]:
         """The bucket boundaries in use (explicit, or the geometric default)."""
@@ -127,14 +133,16 @@ class InputConfig:
 
 
 def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
-               sentence_pairs: str = "none") -> Path:
-    """The TFRecord file of ``split``'s ids, named by a hash of everything that determines them."""
+               sentence_pairs: str = "none", text: bool = False) -> Path:
+    """The TFRecord file of ``split``'s ids (and text), named by a hash of everything that determines them."""
     source_tok, target_tok = as_vocabulary(tokenizers)
     parts = [str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint, target_tok.fingerprint]
     if sentence_pairs != "none":  # the caches written before the setting keep their names
         from keras_transformer.decoding.sentences import SPLIT_VERSION
 
         parts.append(f"sentence_pairs={sentence_pairs},split={SPLIT_VERSION}")
+    if text:
+        parts.append("text")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cache_dir = Path(config.cache_dir) if config.cache_dir else corpus.directory / "cache"
     return cache_dir / f"{corpus.language_pair}.{split}.{key}.tfrecord"
@@ -146,8 +154,14 @@ def _int64_feature(values) -> tf.train.Feature:
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
+def _bytes_feature(value: str) -> tf.train.Feature:
+    import tensorflow as tf
+
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
+
+
 def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
-                sentence_pairs: str = "none") -> Path:
+                sentence_pairs: str = "none", text: bool = False) -> Path:
     """Tokenizes ``split`` once into its TFRecord cache (atomically); returns the file.
 
     ``sentence_pairs`` adds or substitutes the paragraphs' sentence pairs
@@ -155,13 +169,14 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
 
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
-    the special-token layout or on ``max_length``). The pairs' lengths go beside it
+    the special-token layout or on ``max_length``); with ``text``, the pair's strings too
+    (``source_text``, ``target_text``), for ``subword_dropout``. The pairs' lengths go beside it
     (:func:`lengths_path`), so that :func:`length_report` need not read the whole cache.
     """
     import numpy as np
     import tensorflow as tf
 
-    path = cache_path(corpus, split, tokenizers, config, sentence_pairs)
+    path = cache_path(corpus, split, tokenizers, config, sentence_pairs, text)
     if path.is_file():
         return path
     source_tok, target_tok = as_vocabulary(tokenizers)
@@ -187,11 +202,12 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
                     break
                 source_ids = source_tok.tokenize([s for s, _ in chunk])
                 target_ids = target_tok.tokenize([t for _, t in chunk])
-                for s, t in zip(source_ids.to_list(), target_ids.to_list()):
+                for (source, target), s, t in zip(chunk, source_ids.to_list(), target_ids.to_list()):
                     lengths.append((len(s), len(t)))
-                    example = tf.train.Example(features=tf.train.Features(feature={
-                        "source": _int64_feature(s), "target": _int64_feature(t)}))
-                    writer.write(example.SerializeToString())
+                    feature = {"source": _int64_feature(s), "target": _int64_feature(t)}
+                    if text:
+                        feature.update(source_text=_bytes_feature(source), target_text=_bytes_feature(target))
+                    writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
         if n != total:
             raise DataError(f"{corpus.directory}: split '{split}' has {n} pairs, manifest says "
                             f"{total}")
@@ -233,7 +249,8 @@ def example_lengths(corpus: Corpus, split: str, tokenizers: Tokenizers, config: 
     import numpy as np
     import tensorflow as tf
 
-    cache = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
+    cache = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none",
+                        text=training and config.subword_dropout > 0)
     if lengths_path(cache).is_file():
         return np.load(lengths_path(cache))
     sizes = cache_records(cache).map(
@@ -268,23 +285,42 @@ def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.cast(features["source"], tf.int32), tf.cast(features["target"], tf.int32)
 
 
-def token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
-                   training: bool) -> tf.data.Dataset:
-    """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
+def _parse_text(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     import tensorflow as tf
 
-    path = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
-    dataset = cache_records(path).map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
+    features = tf.io.parse_single_example(record, {
+        "source_text": tf.io.FixedLenFeature([], tf.string), "target_text": tf.io.FixedLenFeature([], tf.string)})
+    return features["source_text"], features["target_text"]
+
+
+def token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
+                   training: bool) -> tf.data.Dataset:
+    """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training;
+    tokenized anew on every pass with ``subword_dropout``."""
+    import tensorflow as tf
+
+    source_tok, target_tok = as_vocabulary(tokenizers)
+    dropout = config.subword_dropout if training else 0.0
+    path = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none",
+                       text=dropout > 0)
     # +1: EOS on the source and on the target output, BOS on the target input.
     limit = config.max_length - 1
-    dataset = dataset.filter(
-        lambda s, t: tf.logical_and(tf.size(s) <= limit, tf.size(t) <= limit))
+
+    def fits(source, target):
+        return tf.logical_and(tf.size(source) <= limit, tf.size(target) <= limit)
+
+    dataset = cache_records(path).map(_parse_text if dropout else _parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if not dropout:
+        dataset = dataset.filter(fits)
     if training:
         dataset = dataset.shuffle(config.shuffle_buffer, seed=config.seed,
                                   reshuffle_each_iteration=True)
         if config.repeat:
             dataset = dataset.repeat()
-    source_tok, target_tok = as_vocabulary(tokenizers)
+    if dropout:  # after the repeat: every pass samples its own segmentation
+        dataset = dataset.batch(256).map(
+            lambda s, t: (source_tok.tokenize(s, dropout), target_tok.tokenize(t, dropout)),
+            num_parallel_calls=tf.data.AUTOTUNE).unbatch().filter(fits)
     eos_s, bos_t, eos_t = source_tok.eos_id, target_tok.bos_id, target_tok.eos_id
 
     def add_specials(source, target):

@@ -34,3 +34,15 @@ def test_the_objective_steps_learn_the_pairs_with_the_unlikelihood_term():
     before = total()
     wiring._objective_steps(model, keras.optimizers.Adam(1e-2), train, source, target_in, target_out)(60)
     assert total() < 0.2 * before
+
+
+def test_with_subword_dropout_each_step_gets_its_own_segmentation_in_one_shape(tokenizer):
+    wiring = load("bench_translation_wiring")
+    pairs = [("This package contains the development files.", "Dieses Paket enthält die Entwicklungsdateien.")] * 3
+    config = Transformer.from_preset("demo", vocab_size=tokenizer.vocab_size).config
+    steps = [wiring._sampled(pairs, tokenizer, tokenizer, config, 0.1, 64) for _ in range(8)]
+    assert {inputs[0].shape + inputs[1].shape + target.shape for inputs, target in steps} == {(3, 64) * 3}
+    sources = {tuple(row) for (source, _), _ in steps for row in source}
+    assert len(sources) > 3
+    spelt = {tokenizer.detokenize(row).numpy() for (_, _), target in steps for row in target}
+    assert spelt == {pairs[0][1].encode()}

@@ -119,6 +119,29 @@ def test_shuffling_is_seeded_and_repeat_is_optional(ddtp_corpus, tokenizer, conf
 
 
 
+def test_subword_dropout_segments_the_training_pairs_anew_on_every_pass(ddtp_corpus, tokenizer, config):
+    # Unshuffled, and long enough that no pair is dropped, so that the pairs line up.
+    plain = InputConfig(**{**config.__dict__, "max_length": 1024, "shuffle_buffer": 1})
+    dropout = InputConfig(**{**plain.__dict__, "subword_dropout": 0.1})
+
+    def pairs(dataset):
+        return [(tuple(s), tuple(t)) for (s, _), t in dataset.take(40).as_numpy_iterator()]
+
+    vocabulary = pairs(input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, plain, True))
+    training = input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, dropout, True)
+    first, second = pairs(training), pairs(training)
+    assert len(first) == 40 and first != second
+    # The same text in smaller pieces: more ids, the same strings once detokenized.
+    assert sum(len(s) + len(t) for s, t in first) > 1.05 * sum(len(s) + len(t) for s, t in vocabulary)
+    spelt = [tokenizer.detokenize(tf.ragged.constant([list(side) for pair in rows for side in pair])).numpy().tolist()
+             for rows in (vocabulary, first)]
+    assert spelt[0] == spelt[1]
+    # Evaluation reads the vocabulary's segmentation whatever the setting.
+    assert pairs(input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, dropout, False)) == vocabulary
+    with pytest.raises(ConfigError, match="subword_dropout=1.*must be in"):
+        from_dict(InputConfig, {"subword_dropout": 1})
+
+
 def test_bucket_settings():
     config = InputConfig(tokens_per_batch=1000, max_length=100, bucket_boundaries=[11, 21, 51])
     assert config.bucket_batch_sizes() == [100, 50, 20, 10]
