@@ -23,8 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hour_vs_kerashub import ROOT, SPLITS, _summary, write_baseline_inputs
-from report import emit
+from benchmarks import ROOT
+from benchmarks.peers.hour_vs_kerashub import SPLITS, _summary, write_baseline_inputs
+from flows.tools.report import emit
 
 logger = logging.getLogger("baseline_sentence_split")
 
@@ -72,7 +73,6 @@ def score(directory: Path, hypotheses: list[str], references: list[str]) -> dict
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(ROOT))
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import clean_line
 

@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
 
 
 def export_check(run: Path) -> dict:

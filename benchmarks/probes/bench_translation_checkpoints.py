@@ -26,12 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checkpoint_windows import averaged_windows
-from choose_alpha import run_files, summary
-from paired_runs import RunsDoNotPair, pair_folders
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.probes.checkpoint_windows import averaged_windows
+from flows.tools.choose_alpha import run_files, summary
+from flows.tools.compare_runs import RunsDoNotPair, pair_folders
+from flows.tools.report import emit
 
 logger = logging.getLogger("bench_translation_checkpoints")
 #: The evaluation settings that change what is decoded: taken from the run's own evaluation.

@@ -20,10 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flows.tools.report import emit
 
 logger = logging.getLogger("bench_parser_beams")
 
@@ -51,8 +48,8 @@ def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_
 def profile(translator, pairs, beam_size: int, alpha: float, offset: int) -> dict:
     """:func:`parser_beam_profile.profile_batch` on the first sentences of the split, as one batch."""
     import numpy as np
-    from parser_beam_profile import profile_batch
 
+    from benchmarks.speed.parser_beam_profile import profile_batch
     from pipelines.tasks.parsing.evaluation import tree_constraint_for
 
     sentences = [source for source, _ in pairs]

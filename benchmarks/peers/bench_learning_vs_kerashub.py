@@ -27,11 +27,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras
-import kerashub_peer as peer
 import numpy as np
 import tensorflow as tf
-from report import emit
 
+import benchmarks.peers.kerashub_peer as peer
+from flows.tools.report import emit
 from keras_transformer import Transformer
 
 logger = logging.getLogger("bench_learning")

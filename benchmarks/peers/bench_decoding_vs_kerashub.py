@@ -29,9 +29,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras
 import numpy as np
 import tensorflow as tf
-from kerashub_peer import kerashub_seq2seq
-from report import emit
 
+from benchmarks.peers.kerashub_peer import kerashub_seq2seq
+from flows.tools.report import emit
 from keras_transformer import Transformer
 from keras_transformer.decoding.beam import beam_search
 from keras_transformer.decoding.greedy import forbid_tokens, greedy_search, prepare_decoding, special_ids

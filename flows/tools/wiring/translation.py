@@ -36,11 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import emit
-from wiring import arrays, source_losses
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from flows.tools import REPO as ROOT
+from flows.tools.report import emit
+from flows.tools.wiring.losses import arrays, source_losses
 
 logger = logging.getLogger("bench_translation_wiring")
 
@@ -170,8 +168,8 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
             **losses, "history": history}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs/translation/cpu-small.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the config (dotted, YAML value), as the flows take it")

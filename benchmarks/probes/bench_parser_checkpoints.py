@@ -21,10 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flows.tools.report import emit
 
 logger = logging.getLogger("bench_parser_checkpoints")
 
@@ -45,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     import keras
-    from bench_parser_beams import measure
-    from checkpoint_windows import averaged_windows
 
+    from benchmarks.probes.bench_parser_beams import measure
+    from benchmarks.probes.checkpoint_windows import averaged_windows
     from keras_transformer.decoding.chart_parser import ChartParser
     from keras_transformer.decoding.translator import load_translator
     from keras_transformer.models.span_parser import SpanParser

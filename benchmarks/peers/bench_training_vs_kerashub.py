@@ -41,7 +41,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras
 import tensorflow as tf
-from kerashub_peer import (
+
+from benchmarks.peers.kerashub_peer import (
     add_data_arguments,
     add_model_arguments,
     corpus_and_tokenizer,
@@ -51,8 +52,7 @@ from kerashub_peer import (
     step_flops,
     tokenized_rows,
 )
-from report import emit
-
+from flows.tools.report import emit
 from keras_transformer import Transformer
 from keras_transformer.training.objectives import TranslationObjective
 

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
 
 
 def median_ms(optimizer_class, variables, gradients, rounds: int, warmup: int = 3) -> float:

@@ -20,9 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-from report import emit
 
 import keras_transformer as kt
+from flows.tools.report import emit
 from keras_transformer.decoding.beam import compiled_beam_search
 from keras_transformer.decoding.greedy import (
     forbid_tokens,

@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from report import emit
+from flows.tools.report import emit
 
 
 def read_lines(path: Path) -> list[str]:
@@ -64,7 +64,7 @@ def paired_test(references: list[str], baseline: list[str], system: list[str], t
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="compare-decodings", description=__doc__.split("\n\n")[0])
     parser.add_argument("references", type=Path)
     parser.add_argument("baseline", type=Path, help="the translations to compare against")
     parser.add_argument("system", type=Path, help="the translations that may be better")

@@ -29,9 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
 
 logger = logging.getLogger("choose_alpha")
 
@@ -63,7 +61,7 @@ def summary(result) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="choose-alpha", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="a pipeline run directory (or <run_dir>/latest)")
     parser.add_argument("--model", type=Path, help="a .keras Transformer (default: the run's averaged model)")
     parser.add_argument("--tokenizer", type=Path, help="SentencePiece model (default: the run's)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from report import emit
+from flows.tools.report import emit
 
 SPLITS = {"test": "", "test_unseen": "test_unseen/"}
 

@@ -25,10 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import emit
-from wiring import arrays, needs_source, source_losses
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
+from flows.tools.wiring.losses import arrays, needs_source, source_losses
 
 logger = logging.getLogger("bench_parser_wiring")
 
@@ -102,8 +100,8 @@ def prepare(treebank: str, workdir: Path, max_train_trees: int | None = None,
     return corpus, load_tokenizers(train_tokenizer(corpus, config, workdir / "tokenizer"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--treebank", required=True, help="NLTK treebank.zip / folder, or the LDC WSJ folder")
     parser.add_argument("--compare", action="store_true", help="with and without word_alignment")
     parser.add_argument("--no-alignment", action="store_true", help="check the model without word_alignment")

@@ -36,11 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-from paired_runs import RunsDoNotPair, compare_runs
-from report import emit
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks import ROOT
+from flows.tools.compare_runs import RunsDoNotPair, compare_runs
+from flows.tools.report import emit
 
 logger = logging.getLogger("hour_vs_kerashub")
 SPLITS = ("test", "test_unseen")
@@ -88,8 +86,7 @@ def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: i
 
 def write_baseline_inputs(corpus_dir: Path, out: Path) -> dict[str, int]:
     """``train.tsv`` (our train split) and ``eval.tsv`` (test, then test_unseen); the line counts."""
-    from write_baseline_tsv import write_tsv
-
+    from benchmarks.peers.write_baseline_tsv import write_tsv
     from pipelines.corpus import Corpus
 
     corpus = Corpus.load(corpus_dir)

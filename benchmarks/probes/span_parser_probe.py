@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from report import emit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
 
 logger = logging.getLogger("span_parser_probe")
 
@@ -254,7 +253,7 @@ def main(argv=None) -> int:
     if args.tokenizer:
         tokenizer = SubwordTokenizer(Path(args.tokenizer).read_bytes(), name="span_probe_source")
     else:
-        from bench_parser_wiring import prepare
+        from flows.tools.wiring.parsing import prepare
 
         with tempfile.TemporaryDirectory() as tmp:
             tokenizer = prepare(args.treebank, Path(tmp), vocab_size=600 if args.smoke else args.vocab_size)[1].source

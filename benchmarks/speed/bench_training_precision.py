@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import emit
+from flows.tools.report import emit
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

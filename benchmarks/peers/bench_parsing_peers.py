@@ -42,16 +42,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-
-from pcfg_peer import PCFG  # noqa: E402
-from report import emit
-from supar_peer import predict_supar, read_pid, train_supar, write_pid  # noqa: E402
-
-from pipelines.tasks.parsing.evalb import score_trees  # noqa: E402
-from pipelines.tasks.parsing.tree import Tree  # noqa: E402
-from pipelines.tasks.parsing.treebank import load_splits  # noqa: E402
+from benchmarks.peers.pcfg_peer import PCFG
+from benchmarks.peers.supar_peer import predict_supar, read_pid, train_supar, write_pid
+from flows.tools.report import emit
+from pipelines.tasks.parsing.evalb import score_trees
+from pipelines.tasks.parsing.tree import Tree
+from pipelines.tasks.parsing.treebank import load_splits
 
 logger = logging.getLogger("bench_parsing_peers")
 

@@ -21,11 +21,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from paired_significance import paired_test
-from report import emit
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from flows.tools import REPO as ROOT
+from flows.tools.compare_decodings import paired_test
+from flows.tools.report import emit
 
 SPLITS = {"test": "", "test_unseen": "test_unseen"}
 #: Training accuracy is a noisy per-batch figure: its mean over the last steps says where a run ended.
@@ -109,7 +107,7 @@ def _shown(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="compare-runs", description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="the run compared against (the preset's)")
     parser.add_argument("run", type=Path, help="the run that may be better (the variant's)")
     parser.add_argument("--trials", type=int, default=10000)

@@ -12,13 +12,10 @@ tag): the floor any tagger should clear on known words. Every word counts, punct
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from report import emit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flows.tools.report import emit
 
 
 def training_tags(corpus_dir: Path) -> dict[str, Counter]:

@@ -36,11 +36,12 @@ import sys
 import time
 from pathlib import Path
 
-from report import emit
+from benchmarks import ROOT
+from flows.tools.report import emit
 
 logger = logging.getLogger("bench_cores")
 
-INNER = Path(__file__).with_name("bench_training_vs_kerashub.py")
+INNER = "benchmarks.peers.bench_training_vs_kerashub"
 CORES = {1: "0", 2: "0,1"}
 SIDES = ("ours-trainer", "kerashub-fit")
 GOAL = 1.8
@@ -48,10 +49,11 @@ GOAL = 1.8
 
 def run_pinned(cpus: str, inner_args: list[str], modes: str = "natural") -> dict:
     """One inner run under ``taskset -c cpus``: its JSON report, strategy and wall time."""
-    command = ["taskset", "-c", cpus, sys.executable, str(INNER), "--modes", modes, *inner_args]
+    command = ["taskset", "-c", cpus, sys.executable, "-m", INNER, "--modes", modes, *inner_args]
     logger.info("running on cpus %s: %s", cpus, " ".join(command))
     tick = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
     wall = time.perf_counter() - tick
     if done.returncode != 0:
         logger.error("inner run failed (exit %d); its log ends:\n%s", done.returncode, done.stderr[-4000:])

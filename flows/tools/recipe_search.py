@@ -34,11 +34,12 @@ import statistics
 import sys
 from pathlib import Path
 
+from flows.tools import REPO
+
 logger = logging.getLogger("recipe_search")
 # The calibration trains outside any flow run: its stage loggers have no Prefect run to write to.
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def measure_step_seconds(search: dict, variant: dict, out: Path, steps: int, skip: int) -> float:
@@ -83,7 +84,7 @@ def calibrate(search: dict, variants: list[dict], out: Path, steps: int = 30, sk
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="recipe-search", description=__doc__.split("\n\n")[0])
     parser.add_argument("search", type=Path, help="search YAML file (config, minutes, variants)")
     parser.add_argument("--minutes", type=float, help="override the file's budget per variant")
     parser.add_argument("--only", help="comma-separated variant names to run")
