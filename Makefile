@@ -38,8 +38,12 @@ demo: install
 test: install
 	$(PY) -m pytest -n auto --dist loadfile
 
+# The benchmarks that need no input of their own (the probes need a finished run, the parsing
+# peers a treebank), each run as a module from the checkout: python -m benchmarks.<group>.<module>.
+BENCHMARKS = $(subst /,.,$(basename $(wildcard benchmarks/speed/bench_*.py benchmarks/peers/bench_*_vs_kerashub.py)))
+
 benchmark: install
-	@for script in benchmarks/bench_*.py; do $(PY) $$script; done
+	@for module in $(BENCHMARKS); do $(PY) -m $$module; done
 
 # `mlflow models serve --env-manager local` starts the scoring server by the name `uvicorn`, which
 # only the virtualenv has: its bin goes first on PATH, as activating it would do.
