@@ -10,7 +10,7 @@ a Prefect table artifact.
 
     python -m flows.ablation benchmarks/search/cpu-small-r2.yaml [--only a,b] [--minutes 10]
 
-An ablation file (the recipe search's format, ``benchmarks/recipe_search.py`` runs on this flow)::
+An ablation file (the recipe search's format: ``recipe-search``, :mod:`flows.tools.recipe_search`, runs on this flow)::
 
     config: configs/translation/cpu-small.yaml   # the pipeline config every variant starts from
     task: translation                            # or parsing
@@ -156,7 +156,7 @@ def ablation_flow(ablation_path: str, out: str | None = None, minutes: float | N
 
     ``minutes`` overrides the file's budget; ``overrides`` applies to every variant (e.g. the
     treebank's path); ``seconds_per_step`` gives variants budgets in calibrated steps (see
-    ``benchmarks/recipe_search.py``).
+    ``recipe-search``).
     """
     run_logger = get_run_logger()
     path = Path(ablation_path)

@@ -2,15 +2,15 @@
 
 Our presets translate each paragraph sentence by sentence (``keras_transformer/decoding/sentences.py``).
 To compare the models and not only the products, the baseline trains once, as
-``hour_vs_kerashub.py`` runs it (alone, on our train split, for ``--minutes``), and decodes one TSV
+:mod:`benchmarks.peers.hour_vs_kerashub` runs it (alone, on our train split, for ``--minutes``), and decodes one TSV
 holding both test splits' paragraphs whole and then their sentences, cut by the same
 ``split_sentences`` (list items without their bullets, put back after, as ours); the sentences'
 translations are joined per paragraph with a space. Both are
 scored by the evaluation stage's code (``score_files``, ``loop_counts``). ``BASELINE`` is the keras-hub
-baseline's folder (its ``train.py``), kept outside this repository as for ``hour_vs_kerashub.py``.
+baseline's folder (its ``train.py``), kept outside this repository as for :mod:`~benchmarks.peers.hour_vs_kerashub`.
 (``cpu-small-sentence-split-2026-11-27.json``)::
 
-    .venv/bin/python benchmarks/baseline_sentence_split.py --corpus-dir RUN_DIR/data/ddtp-en-de \\
+    .venv/bin/python -m benchmarks.peers.baseline_sentence_split --corpus-dir RUN_DIR/data/ddtp-en-de \\
         --baseline-dir BASELINE --out runs/baseline-split --minutes 60
 """
 

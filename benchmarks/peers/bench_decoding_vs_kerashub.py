@@ -1,6 +1,6 @@
 """Decoding speed beside keras-hub's samplers: greedy and beam search, same model size, same work.
 
-    python benchmarks/bench_decoding_vs_kerashub.py [--sentences 64] [--output-tokens 40] [--beam-size 4]
+    python -m benchmarks.peers.bench_decoding_vs_kerashub [--sentences 64] [--output-tokens 40] [--beam-size 4]
 
 Both models are cpu-small's shape (3+3 layers, d_model 256) with random weights. End of sequence
 is never chosen on either side, so every sentence decodes exactly ``--output-tokens`` tokens and the

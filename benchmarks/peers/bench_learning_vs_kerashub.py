@@ -1,6 +1,6 @@
 """Learning per update and per second: our Transformer beside keras-hub's, on identical batches.
 
-    python benchmarks/bench_learning_vs_kerashub.py [--steps 300] [--variants tied,untied]
+    python -m benchmarks.peers.bench_learning_vs_kerashub [--steps 300] [--variants tied,untied]
 
 Both models get the same batches (the bundled DDTP En-De corpus, our shared SentencePiece
 vocabulary, 64 sentences padded to 64 tokens: keras.io's recipe), the same optimizer (Adam at a

@@ -1,6 +1,6 @@
 """The parsing peers on the project's split of the Penn Treebank sample (issue 19, point 5).
 
-    python benchmarks/bench_parsing_peers.py --treebank PATH/treebank.zip [--peers pcfg,supar]
+    python -m benchmarks.peers.bench_parsing_peers --treebank PATH/treebank.zip [--peers pcfg,supar]
         [--markov 1,2] [--vertical 1,2] [--supar-venv /work/supar-venv] [--minutes 60] [--threads 1]
         [--cores 1] [--train-limit N] [--output benchmarks/results/parsing-peers-DATE.json] [--smoke]
 
@@ -11,7 +11,7 @@ the project's EVALB scorer, ``score_trees(gold, predicted, cutoff_len=40, punctu
 labelled bracket F1, recall, precision, exact match and tagging accuracy, for all sentences and for
 those of at most 40 words.
 
-* ``pcfg``, the classical floor (benchmarks/parsing_peers.py): a treebank PCFG with collapsed unary
+* ``pcfg``, the classical floor (benchmarks/peers/pcfg_peer.py): a treebank PCFG with collapsed unary
   chains, horizontal Markovisation h (``--markov``) and optional parent annotation v=2
   (``--vertical``), word-shape signatures for unknown words and Viterbi CKY in NumPy. Every (h, v)
   of the grid is trained on train and scored on dev; the best on dev is scored on test. A sentence
@@ -112,7 +112,7 @@ def run_pcfg(splits: dict[str, list[Tree]], markov: list[int], vertical: list[in
         (h, v), = grid
     result = parse_all(PCFG(h, v), splits["train"], splits["test"])
     logger.info("pcfg h=%d v=%d: test F1 %.2f", h, v, result["scores"]["all"]["fmeasure"])
-    return {"peer": "treebank PCFG, Viterbi CKY (benchmarks/parsing_peers.py)",
+    return {"peer": "treebank PCFG, Viterbi CKY (benchmarks/peers/pcfg_peer.py)",
             "markov": h, "vertical": v, "dev_selection": selection, **result}
 
 

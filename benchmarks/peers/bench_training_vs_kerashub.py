@@ -1,6 +1,6 @@
 """Training throughput beside keras-hub: on identical batches (speed, MFU) and as each is used (real tokens/s).
 
-    python benchmarks/bench_training_vs_kerashub.py [--steps 30] [--modes identical,natural]
+    python -m benchmarks.peers.bench_training_vs_kerashub [--steps 30] [--modes identical,natural]
 
 Every variant is built in this one process and the variants take their steps in turn (one step
 each, round after round), so this machine's drift (+-20% between runs) hits them alike; the

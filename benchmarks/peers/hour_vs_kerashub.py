@@ -12,16 +12,16 @@ evaluation stage (:func:`pipelines.tasks.translation.repetition.loop_counts`).
 The baseline decodes one TSV: both test splits go in as one file, in order, and its hypotheses
 are cut back into the two splits before scoring, so that it trains once.
 
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --out runs/hour-vs-kerashub \\
+    python -m benchmarks.peers.hour_vs_kerashub --baseline-dir BASELINE --out runs/hour-vs-kerashub \\
         --output benchmarks/results/cpu-small-vs-kerashub-hour-<date>.json
     # ours alone, beside the baseline's hour of an earlier report (same splits, same machine kind):
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --baseline-report benchmarks/results/<report>.json \\
+    python -m benchmarks.peers.hour_vs_kerashub --ours-only --baseline-report benchmarks/results/<report>.json \\
         --out runs/hour-ours --output benchmarks/results/cpu-small-hour-<date>.json
-    # a recipe variant's hour, paired sentence by sentence with the preset's run (benchmarks/paired_runs.py):
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --set train.model.dropout=0.2 --pair-with PRESET_RUN \\
+    # a recipe variant's hour, paired sentence by sentence with the preset's run (compare-runs):
+    python -m benchmarks.peers.hour_vs_kerashub --ours-only --set train.model.dropout=0.2 --pair-with PRESET_RUN \\
         --baseline-report benchmarks/results/<report>.json --out runs/hour-dropout --output ...
     # a wiring run of the whole procedure (minutes, not an hour):
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --baseline-dir BASELINE --config configs/translation/demo.yaml \\
+    python -m benchmarks.peers.hour_vs_kerashub --baseline-dir BASELINE --config configs/translation/demo.yaml \\
         --minutes 2 --decode-limit 40 --out runs/hour-vs-kerashub-smoke
 """
 
@@ -181,7 +181,7 @@ def _paired(base: Path, run: Path) -> dict:
     try:
         return {"paired": compare_runs(base, run)}
     except RunsDoNotPair as err:
-        logger.error("--pair-with: %s; pair them later with benchmarks/paired_runs.py", err)
+        logger.error("--pair-with: %s; pair them later with compare-runs", err)
         return {"paired": {"error": str(err)}}
 
 

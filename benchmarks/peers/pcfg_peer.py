@@ -1,4 +1,4 @@
-"""The classical parsing peer of ``bench_parsing_peers.py``: a treebank PCFG with NumPy CKY.
+"""The classical parsing peer of :mod:`.bench_parsing_peers`: a treebank PCFG with NumPy CKY.
 
 
 **Treebank PCFG** (the classical floor; Charniak 1996, Johnson 1998, Klein & Manning 2003). Training

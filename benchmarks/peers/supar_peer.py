@@ -1,4 +1,4 @@
-"""The neural parsing peer of ``bench_parsing_peers.py``: supar's CRF parser, run from its own virtualenv.
+"""The neural parsing peer of :mod:`.bench_parsing_peers`: supar's CRF parser, run from its own virtualenv.
 
 **supar** (Zhang, Zhou & Li, IJCAI 2020, package ``supar-bauwenst``) runs from its own virtualenv:
 `write_pid` / `read_pid` convert trees to its one-tree-per-line files, `train_supar` runs

@@ -1,6 +1,6 @@
 """Writes a prepared corpus's splits as ``source<TAB>target`` files for a peer baseline.
 
-    python benchmarks/write_baseline_tsv.py runs/cpu-small/data/ddtp-en-de runs/baseline
+    python -m benchmarks.peers.write_baseline_tsv runs/cpu-small/data/ddtp-en-de runs/baseline
 
 writes ``train.tsv`` (our train split) and ``test.tsv`` (our test split) so that a peer model,
 such as the keras-hub baseline (``train.py --train train.tsv --test test.tsv --minutes 60``),

@@ -7,7 +7,7 @@ timed after a warm-up batch (tracing excluded), and scored by the project's EVAL
 Run it pinned to one core for the per-core figure (``taskset -c 0``); choose the beam on the
 validation split (the dev files), report the test split with the chosen one.
 
-    taskset -c 0 .venv/bin/python benchmarks/bench_parser_beams.py --run runs/parsing-sample/latest \\
+    taskset -c 0 .venv/bin/python -m benchmarks.probes.bench_parser_beams --run runs/parsing-sample/latest \\
         --split validation --beams 1,5,21
 """
 
@@ -46,7 +46,7 @@ def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_
 
 
 def profile(translator, pairs, beam_size: int, alpha: float, offset: int) -> dict:
-    """:func:`parser_beam_profile.profile_batch` on the first sentences of the split, as one batch."""
+    """:func:`benchmarks.speed.parser_beam_profile.profile_batch` on the first sentences of the split, as one batch."""
     import numpy as np
 
     from benchmarks.speed.parser_beam_profile import profile_batch

@@ -9,7 +9,7 @@ measurement, and the measure is the task's own (labelled F1 on the dev files, th
 split), not validation loss: each window is averaged from the run's kept checkpoints, parsed
 with the constrained search as the evaluation stage does, and scored by the EVALB-equal scorer.
 
-    .venv/bin/python benchmarks/bench_parser_checkpoints.py --run runs/parsing-sample/latest \\
+    .venv/bin/python -m benchmarks.probes.bench_parser_checkpoints --run runs/parsing-sample/latest \\
         --windows 1,3,5,8,12 --beam 1
 """
 

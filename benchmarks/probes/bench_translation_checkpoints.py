@@ -13,7 +13,7 @@ than the run kept needs another run (``train.average_window``).
 each paired sentence by sentence with the run's own evaluation (the window it shipped), so that a
 window chosen on validation is seen on both test splits; nothing is chosen on a test split.
 
-    .venv/bin/python benchmarks/bench_translation_checkpoints.py --run runs/cpu-small/latest \\
+    .venv/bin/python -m benchmarks.probes.bench_translation_checkpoints --run runs/cpu-small/latest \\
         --windows 1,3,5 --confirm-on test --output benchmarks/results/<report>.json
 """
 

@@ -1,7 +1,7 @@
 """A finished run's averaging windows, one averaged model each (section 6.1's checkpoint averaging).
 
-What the checkpoint benchmarks of both tasks (``bench_parser_checkpoints.py``,
-``bench_translation_checkpoints.py``) decode and score, window by window.
+What the checkpoint benchmarks of both tasks (:mod:`.bench_parser_checkpoints`,
+:mod:`.bench_translation_checkpoints`) decode and score, window by window.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How many of the sources' URLs, e-mail addresses and paths come out whole in a run's translations.
 
-    python benchmarks/count_verbatim_spans.py RUN_FILES CORPUS_DIR [--identifiers] [--output PATH]
+    python -m benchmarks.probes.count_verbatim_spans RUN_FILES CORPUS_DIR [--identifiers] [--output PATH]
 
 ``RUN_FILES`` is a translation run's files (``runs/NAME/latest``: its ``evaluation/`` holds the
 test split's translations, ``evaluation/test_unseen/`` the unseen packages'); ``CORPUS_DIR`` the

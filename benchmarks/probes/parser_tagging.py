@@ -6,7 +6,7 @@ on those that do not, beside a most-frequent-tag lookup (each known word's commo
 tag): the floor any tagger should clear on known words. Every word counts, punctuation too
 (EVALB's tagging accuracy leaves punctuation out, so its figure is a little lower).
 
-    .venv/bin/python benchmarks/parser_tagging.py runs/parsing-sample/runs/<run id>
+    .venv/bin/python -m benchmarks.probes.parser_tagging runs/parsing-sample/runs/<run id>
 """
 
 from __future__ import annotations

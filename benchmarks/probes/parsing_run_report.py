@@ -6,7 +6,7 @@ counts the trees that differ from the scored ones (0 is the only good answer), t
 beside them the run's F1, tagging (also by the words' training frequency), exact match, baselines,
 updates, minutes and calibration::
 
-    .venv/bin/python benchmarks/parsing_run_report.py --run runs/parsing-sample/latest --output result.json
+    .venv/bin/python -m benchmarks.probes.parsing_run_report --run runs/parsing-sample/latest --output result.json
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ EVALB-equal scorer, to decide with a number whether it earns a place in the flow
   scored on themselves (F1 must reach >= 95), and the validation loss with the source zeroed.
 * otherwise: train on the training files for ``--minutes`` and score the dev and test files.
 
-    .venv/bin/python benchmarks/span_parser_probe.py --treebank treebank.zip \
+    .venv/bin/python -m benchmarks.probes.span_parser_probe --treebank treebank.zip \
         --tokenizer runs/parsing-sample/tokenizer/spm_en.model --minutes 30 --output result.json
 
 The source vocabulary is an existing SentencePiece model (the parsing flow's ``spm_en.model``),

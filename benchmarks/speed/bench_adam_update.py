@@ -1,6 +1,6 @@
 """Adam's update alone, Keras' against the fused kernel, on a preset's variables.
 
-    python benchmarks/bench_adam_update.py [--preset cpu-small] [--rounds 30] [--output PATH]
+    python -m benchmarks.speed.bench_adam_update [--preset cpu-small] [--rounds 30] [--output PATH]
 
 Times ``optimizer.apply`` (compiled, dense gradients, as the training stage applies its
 accumulated gradients) for ``keras.optimizers.Adam`` and

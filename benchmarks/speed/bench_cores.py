@@ -1,8 +1,9 @@
 """Training throughput on 1 core and on 2 cores: how each side scales with the second core.
 
-    python benchmarks/bench_cores.py [--steps 20] [--warmup 2] [--modes natural] [--output PATH] [-- inner options]
+    python -m benchmarks.speed.bench_cores [--steps 20] [--warmup 2] [--modes natural] [--output PATH] \
+        [-- inner options]
 
-Runs ``bench_training_vs_kerashub.py --modes natural`` twice, one process after the other, with
+Runs ``benchmarks.peers.bench_training_vs_kerashub --modes natural`` twice, one process after the other, with
 the same arguments: under ``taskset -c 0`` (one core) and under ``taskset -c 0,1`` (two cores).
 TensorFlow sizes its thread pools from the process' CPU affinity, so the pinning is all that
 changes between the runs. Each run measures, interleaved in its one process, real (non-padding)

@@ -1,6 +1,6 @@
 """Decoding speed on the ``demo`` preset: cached vs uncached greedy decoding, beam-4 throughput.
 
-    python benchmarks/bench_decoding.py [--lengths 100 200] [--batch 8] [--beam-sentences 64]
+    python -m benchmarks.speed.bench_decoding [--lengths 100 200] [--batch 8] [--beam-sentences 64]
 
 Prints one JSON object. The model is untrained (random weights): EOS is forbidden in the greedy
 runs so every sentence decodes exactly the requested number of tokens, and in the beam run

@@ -5,7 +5,7 @@ Transformer multiplies is a measurement, not an assumption. For each size the be
 ``[tokens, d_model] @ [d_model, d_ff]`` (the FFN's first matmul, section 3.3) in a compiled
 ``tf.function`` and reports GFLOP/s (2 * m * k * n flops per matmul), median of ``--repeats``.
 
-    python benchmarks/bench_matmul_precision.py [--repeats 5]
+    python -m benchmarks.speed.bench_matmul_precision [--repeats 5]
 
 Prints one JSON object on stdout.
 """

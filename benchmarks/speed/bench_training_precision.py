@@ -6,7 +6,7 @@ the real training stage and reports target tokens per second over ``--steps`` st
 same fixed-length batches (every batch ``[tokens_per_batch // max_length, max_length]``) so
 that XLA compiles once; bucketed batches would make it recompile for every new shape.
 
-    python benchmarks/bench_training_precision.py [--preset demo] [--steps 20] [--warmup 3]
+    python -m benchmarks.speed.bench_training_precision [--preset demo] [--steps 20] [--warmup 3]
 
 Prints one JSON object on stdout.
 """

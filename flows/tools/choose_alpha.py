@@ -7,7 +7,7 @@ so alpha is measured again here, on validation, never on a test split. Each alph
 sentences with the evaluation stage itself (sacreBLEU BLEU, chrF, brevity penalty, loop counts),
 and the best is the one to put in the pipeline config's ``evaluation.alpha``.
 
-    .venv/bin/python benchmarks/choose_alpha.py --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
+    choose-alpha --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
 
 ``--guards 0,4`` also tries the repetition guard (``evaluation.repetition_guard``: no third copy in a
 row of an n-gram of up to 4 pieces begins, :mod:`keras_transformer.decoding.repetition`) at every alpha, and

@@ -7,7 +7,7 @@ nothing about that. The paired approximate-randomisation test (sacreBLEU's ``--p
 difference as large: the p-value of "the second system is no better". It is computed here from
 sacreBLEU's statistics (see :func:`paired_test` for why not with its ``PairedTest``).
 
-    .venv/bin/python benchmarks/paired_significance.py REFERENCES BASELINE SYSTEM [--output report.json]
+    compare-decodings REFERENCES BASELINE SYSTEM [--output report.json]
 
 Each argument is a text file of one sentence per line, as the evaluation stage writes them
 (``references.txt``, ``hypotheses.txt``). Reports BLEU and chrF of both, and their p-values.

@@ -2,13 +2,13 @@
 
 Two hours (or two step-budget replays) of the same preset differ by one setting; their corpus
 BLEU differs by a point or less, within the spread of a rerun. What says whether the variant is
-better is the paired test of :mod:`paired_significance` on the same references, split by split,
+better is the paired test of :mod:`flows.tools.compare_decodings` on the same references, split by split,
 with the loop counter of the evaluation stage on both runs' outputs and the references, and both
 runs' validation curves from their ``train/metrics.jsonl`` (is one still learning, or overfitting?).
 
-    .venv/bin/python benchmarks/paired_runs.py BASE_RUN RUN [--output report.json]
+    compare-runs BASE_RUN RUN [--output report.json]
     # or at the end of the variant's hour itself:
-    .venv/bin/python benchmarks/hour_vs_kerashub.py --ours-only --set train.model.dropout=0.2 --pair-with BASE_RUN ...
+    python -m benchmarks.peers.hour_vs_kerashub --ours-only --set train.model.dropout=0.2 --pair-with BASE_RUN ...
 
 A run is the folder a translation flow run writes (``<run_dir>/runs/<run id>``, printed as its
 ``run_path``): its ``evaluation/`` holds ``test``'s files, ``evaluation/test_unseen/`` the other split's.

@@ -1,6 +1,6 @@
 """Recipe search: training recipes compared at short, equal wall-clock budgets.
 
-    python benchmarks/recipe_search.py benchmarks/search/demo.yaml [--only a,b] [--minutes 4]
+    recipe-search benchmarks/search/demo.yaml [--only a,b] [--minutes 4]
 
 The search file is an ablation file (``flows/ablation.py``): a pipeline config, a budget in minutes
 and a list of variants, each a nested dict of overrides of that config (learning-rate scale,

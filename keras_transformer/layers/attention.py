@@ -42,7 +42,7 @@ def scaled_dot_product_attention(
         # A select, not an added bias: TensorFlow's oneDNN CPU kernels fuse a batch matmul with a
         # following broadcast add into one op that runs 1.3-5.7x slower than this whole training
         # step does with `where` when shapes are static (measured at cpu-small size, 2048-4096
-        # tokens per batch; benchmarks/bench_training_vs_kerashub.py).
+        # tokens per batch; benchmarks/peers/bench_training_vs_kerashub.py).
         scores = ops.where(mask, scores, _MASK_VALUE)
     weights = ops.softmax(scores, axis=-1)
     weights = ops.cast(weights, value.dtype)

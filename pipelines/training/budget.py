@@ -15,7 +15,7 @@ its end, and periodic checkpoints stop there, so the newest k checkpoints are ex
 With ``seconds_per_step`` the budget counts steps instead of the wall clock, each worth that many
 seconds (measured on an idle machine): the run then ends, saves and anneals exactly as an
 uninterrupted run on that machine would, however busy this one is, which is what lets a recipe
-search compare runs made while the machine does other work (``benchmarks/recipe_search.py``).
+search compare runs made while the machine does other work (``recipe-search``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every wiring check shares: a few dozen pairs as padded arrays, and the loss with and
 without the source.
 
-A wiring check (``bench_parser_wiring.py``, ``bench_translation_wiring.py``) trains a model on a
+A wiring check (``wiring-check parsing``, ``wiring-check translation``) trains a model on a
 few dozen training pairs alone, without dropout, and asks two things before an hour is spent on a
 new model or recipe: does it learn them back (a model that cannot memorise 50 pairs has a bug,
 not a recipe problem), and does it need its source (a decoder that does as well with the source

@@ -13,7 +13,7 @@ Both numbers go to stdout as JSON (and ``--output``). ``--compare`` runs the che
 with and without ``word_alignment`` (the decoder told which word comes next), the measurement
 behind that option. ``--smoke`` shrinks everything for the test suite.
 
-    .venv/bin/python benchmarks/bench_parser_wiring.py --treebank ~/nltk_data/corpora/treebank.zip
+    wiring-check parsing --treebank ~/nltk_data/corpora/treebank.zip
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from flows.tools.report import emit
 from flows.tools.wiring.losses import arrays, needs_source, source_losses
 
-logger = logging.getLogger("bench_parser_wiring")
+logger = logging.getLogger("wiring_check.parsing")
 
 
 def _f1(model, tokenizers, pairs, beam_size: int) -> dict:

@@ -1,7 +1,7 @@
 """Wiring check of a translation model or recipe: it must learn a few dozen pairs back, and need its source.
 
-The translation side of the check the parser gets first (``bench_parser_wiring.py``), run before
-an hour of a new translation model or recipe:
+The translation side of the check the parser gets first (``wiring-check parsing``,
+:mod:`flows.tools.wiring.parsing`), run before an hour of a new translation model or recipe:
 
 * **overfit**: trained on the first ``--pairs`` training pairs alone (no dropout, no label
   smoothing), the model translates those same sources back, with the beam search the evaluation
@@ -22,7 +22,7 @@ by default) and ``--set`` changes them as the flows' ``--set`` does; pairs longe
 corpus is prepared in a temporary directory, and without ``--tokenizer`` a tokenizer of the config's
 size is trained on it. ``--smoke`` shrinks everything for the test suite.
 
-    .venv/bin/python benchmarks/bench_translation_wiring.py --set input.max_length=256 --output wiring.json
+    wiring-check translation --set input.max_length=256 --output wiring.json
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from flows.tools import REPO as ROOT
 from flows.tools.report import emit
 from flows.tools.wiring.losses import arrays, source_losses
 
-logger = logging.getLogger("bench_translation_wiring")
+logger = logging.getLogger("wiring_check.translation")
 
 #: The overfit bar: the training pairs translated back at this corpus BLEU.
 TARGET_BLEU = 90.0
