@@ -1,6 +1,6 @@
 """Training throughput on 1 core and on 2 cores: how each side scales with the second core.
 
-    python -m benchmarks.speed.bench_cores [--steps 20] [--warmup 2] [--modes natural] [--output PATH] \
+    python -m benchmarks.speed.bench_cores [--steps 20] [--warmup 2] [--modes natural] [--output PATH] \\
         [-- inner options]
 
 Runs ``benchmarks.peers.bench_training_vs_kerashub --modes natural`` twice, one process after the other, with
