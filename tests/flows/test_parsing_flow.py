@@ -175,12 +175,12 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, sourc
 
 @pytest.mark.parametrize("run", ["parsed_seq2seq", "parsed"])
 def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(run, request, tmp_path):
-    """``benchmarks/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window (a span
+    """``benchmarks/probes/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window (a span
     parser's at its best constituent bias)."""
     _, result = request.getfixturevalue(run)
     output = tmp_path / "windows.json"
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_parser_checkpoints.py"), "--run", result.run_path,
+        [sys.executable, "-m", "benchmarks.probes.bench_parser_checkpoints", "--run", result.run_path,
          "--windows", "1,2,9", "--max-sentences", "4", "--max-length-offset", "8", "--output", str(output)],
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -196,11 +196,11 @@ def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(
 
 
 def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_path):
-    """``benchmarks/parsing_run_report.py`` on a finished run: scores, stages, and 0 differing trees."""
+    """``benchmarks/probes/parsing_run_report.py`` on a finished run: scores, stages, and 0 differing trees."""
     _, result = parsed
     output = tmp_path / "report.json"
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "parsing_run_report.py"), "--run", result.run_path,
+        [sys.executable, "-m", "benchmarks.probes.parsing_run_report", "--run", result.run_path,
          "--output", str(output)], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(output.read_text())

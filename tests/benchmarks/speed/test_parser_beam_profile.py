@@ -5,13 +5,13 @@ model-only program runs exactly the decoder steps the full search took."""
 import numpy as np
 import pytest
 
-from tests.benchmarks import load
+from benchmarks.speed import parser_beam_profile
 from tests.keras_transformer.layers.test_word_alignment import CLOSE, EOS, OPEN, SLOTS, SOURCE, model_with_alignment
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_profile_parts_add_up_to_the_full_step(beam_size):
-    profile_batch = load("parser_beam_profile").profile_batch
+    profile_batch = parser_beam_profile.profile_batch
 
     from keras_transformer.decoding.constraints import BracketConstraint
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tests.benchmarks import load
+from benchmarks.probes import count_verbatim_spans
 
-_script = load("count_verbatim_spans")
-count = _script.count
+count = count_verbatim_spans.count
 
 
 def test_counts_spans_whole_in_translations_and_references():

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks import load
+from benchmarks.probes import parser_tagging
 
-_script = load("parser_tagging")
-main = _script.main
-tagging_report = _script.tagging_report
+main = parser_tagging.main
+tagging_report = parser_tagging.tagging_report
 
 
 def _write(directory: Path, name: str, lines: list[str]) -> None:

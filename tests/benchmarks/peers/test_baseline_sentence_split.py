@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.benchmarks import load
+from benchmarks.peers import baseline_sentence_split
 
-_script = load("baseline_sentence_split")
-join_per_paragraph = _script.join_per_paragraph
-score = _script.score
-sentence_lines = _script.sentence_lines
+join_per_paragraph = baseline_sentence_split.join_per_paragraph
+score = baseline_sentence_split.score
+sentence_lines = baseline_sentence_split.sentence_lines
 
 
 def test_list_items_go_without_their_bullets_and_come_back():

@@ -1,16 +1,17 @@
-"""choose_alpha: finds a run's files, decodes validation once per alpha, picks by BLEU."""
+"""``choose-alpha`` (flows/tools/choose_alpha.py): finds a run's files, decodes validation once per alpha,
+picks by BLEU."""
 
 import shutil
 
 import pytest
 
-from tests.benchmarks import load
-from tests.benchmarks.test_benchmark_smoke import REPO, run_json
+from flows.tools import choose_alpha
+from tests.commands import run_json
 from tests.keras_transformer.tiny_models import save_as_before_decoding_was_kept
 
 
 def test_the_best_alpha_is_the_highest_bleu_and_ties_go_to_the_smaller():
-    choose = load("choose_alpha").choose
+    choose = choose_alpha.choose
 
     results = [{"alpha": 0.6, "bleu": 10.0}, {"alpha": 1.0, "bleu": 12.5}, {"alpha": 0.2, "bleu": 12.5}]
     assert choose(results)["alpha"] == 0.2
@@ -43,7 +44,7 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     from keras_transformer.checkpoints.model_checkpoint import model_config_dict, write_model_config
     write_model_config(run / "averaged", model_config_dict(model, preset="demo"))
 
-    report = run_json(REPO / "benchmarks" / "choose_alpha.py", "--run", run_dir / "latest", "--alphas", "0,1.5",
+    report = run_json("-m", "flows.tools.choose_alpha", "--run", run_dir / "latest", "--alphas", "0,1.5",
                       "--guards", "0,3", "--coverage", "0,0.5", "--confirm-on", "test", "--beam-size", 2,
                       "--max-sentences", 3, "--max-length-offset", 3)
     assert report["split"] == "validation" and report["sentences"] == 3 and report["split_sentences"] is True
@@ -63,7 +64,7 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
 
 
 def test_a_test_split_is_refused(tmp_path):
-    main = load("choose_alpha").main
+    main = choose_alpha.main
 
     with pytest.raises(SystemExit):
         main(["--model", str(tmp_path / "m.keras"), "--tokenizer", str(tmp_path / "t.model"),

@@ -12,12 +12,12 @@ import json
 
 import pytest
 
+from benchmarks.peers import bench_parsing_peers, pcfg_peer, supar_peer
 from pipelines.tasks.parsing.evalb import score_trees
 from pipelines.tasks.parsing.tree import Leaf, Tree, parse_tree
-from tests.benchmarks import load
 
-main = load("bench_parsing_peers").main
-_pcfg, _supar = load("pcfg_peer"), load("supar_peer")
+main = bench_parsing_peers.main
+_pcfg, _supar = pcfg_peer, supar_peer
 PCFG, binarize, signature, unbinarize = _pcfg.PCFG, _pcfg.binarize, _pcfg.signature, _pcfg.unbinarize
 read_pid, write_pid = _supar.read_pid, _supar.write_pid
 
@@ -135,7 +135,7 @@ def test_smoke_run_of_main(tmp_path, capsys):
 
 
 def test_supar_log_and_missing_predictions(tmp_path):
-    align, supar_epochs = load("bench_parsing_peers").align, load("supar_peer").supar_epochs
+    align, supar_epochs = bench_parsing_peers.align, supar_peer.supar_epochs
     # the lines of supar's model.train.log that count (its format as of supar-bauwenst 1.2.1)
     metric = "UCM:  0.00% LCM:  0.00% UP: 10.00% UR: 10.00% UF: 10.00% LP: {0}% LR: {0}% LF: {0}%"
     log = tmp_path / "model.train.log"

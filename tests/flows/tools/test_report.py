@@ -1,4 +1,4 @@
-"""Every benchmark report names the machine it ran on (benchmarks/report.py): timings from two
+"""Every benchmark report names the machine it ran on (flows/tools/report.py): timings from two
 machines of the same kind differed 1.8x, so a figure without its machine cannot be compared."""
 
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.benchmarks import load
+from flows.tools import report
 
-_script = load("report")
-emit = _script.emit
-machine = _script.machine
+emit = report.emit
+machine = report.machine
 
 
 def test_a_report_names_its_cpu_and_keeps_what_it_said_of_its_machine(tmp_path, capsys):

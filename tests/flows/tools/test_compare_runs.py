@@ -1,4 +1,4 @@
-"""benchmarks/paired_runs.py on two hand-made run folders: the paired test and loop counts on both
+"""``compare-runs`` (flows/tools/compare_runs.py) on two hand-made run folders: the paired test and loop counts on both
 test splits, the curves from each run's metrics.jsonl, and refusals that name the file."""
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks import load
-
-_script = load("paired_runs")
+from flows.tools import compare_runs
 
 REFERENCES = {"test": ["Die Katze sitzt auf der Matte.", "Ein Hund rennt im Park.", "Es regnet heute sehr stark."] * 10,
               "test_unseen": ["Werkzeuge für die Kommandozeile", "Bibliothek für Bilder und Töne"] * 10}
@@ -19,7 +17,7 @@ WORSE = {"test": ["Die Katze sitzt auf Matte.", "Ein Hund im Park.", "Es regnet 
 
 
 def _run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, steps: int = 1500) -> Path:
-    for split, sub in _script.SPLITS.items():
+    for split, sub in compare_runs.SPLITS.items():
         evaluation = folder / "evaluation" / sub
         evaluation.mkdir(parents=True, exist_ok=True)
         (evaluation / "references.txt").write_text("\n".join(references[split]) + "\n", encoding="utf-8")
@@ -36,7 +34,7 @@ def _run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, 
 def test_a_variant_better_on_every_sentence_is_paired_split_by_split(tmp_path):
     base = _run(tmp_path / "preset", WORSE)
     variant = _run(tmp_path / "variant", REFERENCES, steps=2000)
-    report = _script.compare_runs(base, variant, trials=300)
+    report = compare_runs.compare_runs(base, variant, trials=300)
     for split, sentences in (("test", 30), ("test_unseen", 20)):
         paired = report["paired_run_over_base"][split]
         assert paired["sentences"] == paired["changed_sentences"] == sentences
@@ -54,9 +52,9 @@ def test_runs_scored_on_other_sentences_are_refused_with_both_files_named(tmp_pa
     base = _run(tmp_path / "preset", WORSE)
     limited = {split: lines[:6] for split, lines in REFERENCES.items()}
     variant = _run(tmp_path / "variant", limited, references=limited)
-    with pytest.raises(_script.RunsDoNotPair, match=r"preset/evaluation/references\.txt and .*variant/evaluation/"
+    with pytest.raises(compare_runs.RunsDoNotPair, match=r"preset/evaluation/references\.txt and .*variant/evaluation/"
                                                     r"references\.txt differ \(30 and 6 lines\)"):
-        _script.compare_runs(base, variant, trials=10)
+        compare_runs.compare_runs(base, variant, trials=10)
 
 
 def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path, capsys):
@@ -64,21 +62,6 @@ def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path,
     variant = _run(tmp_path / "variant", REFERENCES)
     (variant / "evaluation" / "test_unseen" / "hypotheses.txt").unlink()
     with pytest.raises(SystemExit) as stopped:
-        _script.main([str(base), str(variant), "--trials", "10"])
+        compare_runs.main([str(base), str(variant), "--trials", "10"])
     assert stopped.value.code == 2
     assert "variant/evaluation/test_unseen/hypotheses.txt: missing" in capsys.readouterr().err
-
-
-def test_the_hour_refuses_a_pair_that_is_not_an_evaluated_run_before_it_trains(tmp_path, capsys):
-    hour = load("hour_vs_kerashub")
-    with pytest.raises(SystemExit) as stopped:
-        hour.main(["--ours-only", "--pair-with", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")])
-    assert stopped.value.code == 2 and "no evaluation/references.txt there" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
-
-
-def test_an_hour_whose_pairing_fails_keeps_its_figures_and_says_why(tmp_path):
-    hour = load("hour_vs_kerashub")
-    base = _run(tmp_path / "preset", WORSE)
-    assert "missing" in hour._paired(base, tmp_path / "elsewhere")["paired"]["error"]
-    assert hour._paired(base, base)["paired"]["loops"]["test_unseen"]["run"] == 10

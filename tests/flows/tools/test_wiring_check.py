@@ -1,4 +1,4 @@
-"""The translation wiring check's own training loop (benchmarks/bench_translation_wiring.py), used when the
+"""``wiring-check``. The translation check's own training loop (flows/tools/wiring/translation.py), used when the
 recipe changes the loss (``train.unlikelihood``): it trains on the training stage's objective."""
 
 import random
@@ -7,14 +7,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from flows.tools.wiring import translation as wiring
 from keras_transformer import Transformer
 from keras_transformer.training.objectives import TranslationObjective
 from pipelines.training.config import TrainConfig
-from tests.benchmarks import load
 
 
 def test_the_objective_steps_learn_the_pairs_with_the_unlikelihood_term():
-    wiring = load("bench_translation_wiring")
     # Not keras.utils.set_random_seed: it resets the SentencePiece state of the session's tokenizers.
     random.seed(0)
     model = Transformer.from_preset("demo", vocab_size=30, num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0)
@@ -37,7 +36,6 @@ def test_the_objective_steps_learn_the_pairs_with_the_unlikelihood_term():
 
 
 def test_with_subword_dropout_each_step_gets_its_own_segmentation_in_one_shape(tokenizer):
-    wiring = load("bench_translation_wiring")
     pairs = [("This package contains the development files.", "Dieses Paket enthält die Entwicklungsdateien.")] * 3
     config = Transformer.from_preset("demo", vocab_size=tokenizer.vocab_size).config
     steps = [wiring._sampled(pairs, tokenizer, tokenizer, config, 0.1, 64) for _ in range(8)]

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks import load
+from benchmarks import ROOT
+from benchmarks.peers import hour_vs_kerashub
+from tests.flows.tools.test_compare_runs import WORSE, _run
 
-_script = load("hour_vs_kerashub")
-score_baseline = _script.score_baseline
+score_baseline = hour_vs_kerashub.score_baseline
 
 TEST = ["Das ist ein kleines Haus am See .", "Dieses Paket enthält die Dokumentation ."]
 UNSEEN = ["Werkzeuge für die Kommandozeile", "Bibliothek für Bilder und Töne", "Ein Spiel für zwei Spieler"]
@@ -41,29 +42,29 @@ def test_a_count_that_does_not_add_up_is_refused(tmp_path):
 
 
 def test_a_variant_s_settings_reach_the_flow_before_the_run_s_own(tmp_path):
-    command = _script.flow_command(Path("c.yaml"), tmp_path / "ours", 7.0, None, ("train.model.num_layers=1",))
+    command = hour_vs_kerashub.flow_command(Path("c.yaml"), tmp_path / "ours", 7.0, None, ("train.model.num_layers=1",))
     settings = [command[i + 1] for i, part in enumerate(command) if part == "--set"]
     assert settings == ["train.model.num_layers=1", f"run_dir={tmp_path / 'ours'}", "evaluation.split=test",
                         "train.train_minutes=7.0"]
     assert command[command.index("--config") + 1] == "c.yaml"
 
 
-REPORT = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-small-one-layer-vs-kerashub-hour-2026-11-29.json"
+REPORT = ROOT / "benchmarks/results/cpu-small-one-layer-vs-kerashub-hour-2026-11-29.json"
 
 
 def test_ours_alone_is_compared_with_the_baseline_of_an_earlier_report():
-    previous = _script.baseline_from_report(REPORT)
+    previous = hour_vs_kerashub.baseline_from_report(REPORT)
     assert previous["report"] == REPORT.name and previous["steps"] > 0
     # The report's own ours against its own baseline gives back the ratios it printed.
     report = json.loads(REPORT.read_text(encoding="utf-8"))
-    assert _script.ratios(report["ours"], previous) == report["ratio_ours_over_kerashub"]
+    assert hour_vs_kerashub.ratios(report["ours"], previous) == report["ratio_ours_over_kerashub"]
 
 
 def test_a_report_without_the_baseline_s_scores_is_refused_by_name(tmp_path):
     cores = tmp_path / "cores.json"
     cores.write_text('{"benchmark": "cores", "kerashub": {"tokens_per_second": 5000}}', encoding="utf-8")
     with pytest.raises(SystemExit, match=r"--baseline-report .*cores\.json: not a side-by-side report"):
-        _script.baseline_from_report(cores)
+        hour_vs_kerashub.baseline_from_report(cores)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -73,6 +74,19 @@ def test_a_report_without_the_baseline_s_scores_is_refused_by_name(tmp_path):
 ])
 def test_contradicting_arguments_stop_before_anything_runs(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as stopped:
-        _script.main([*argv, "--out", str(tmp_path / "out")])
+        hour_vs_kerashub.main([*argv, "--out", str(tmp_path / "out")])
     assert stopped.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_hour_refuses_a_pair_that_is_not_an_evaluated_run_before_it_trains(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        hour_vs_kerashub.main(["--ours-only", "--pair-with", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2 and "no evaluation/references.txt there" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_hour_whose_pairing_fails_keeps_its_figures_and_says_why(tmp_path):
+    base = _run(tmp_path / "preset", WORSE)
+    assert "missing" in hour_vs_kerashub._paired(base, tmp_path / "elsewhere")["paired"]["error"]
+    assert hour_vs_kerashub._paired(base, base)["paired"]["loops"]["test_unseen"]["run"] == 10

@@ -1,12 +1,12 @@
-"""The paired significance test of benchmarks/paired_significance.py on hand-made translations."""
+"""``compare-decodings`` (flows/tools/compare_decodings.py): sacreBLEU's paired test on hand-made translations."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.benchmarks import load
+from flows.tools import compare_decodings
 
-paired_test = load("paired_significance").paired_test
+paired_test = compare_decodings.paired_test
 
 REFERENCES = ["Die Katze sitzt auf der Matte.", "Ein Hund rennt im Park.", "Es regnet heute sehr stark."] * 20
 WORSE = ["Die Katze sitzt auf Matte.", "Ein Hund im Park.", "Es regnet heute stark."] * 20

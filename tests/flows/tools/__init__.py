@@ -1,0 +1,2 @@
+"""Tests of the commands in ``flows/tools/``: choose-alpha, compare-runs, compare-decodings,
+wiring-check, recipe-search."""
