@@ -32,30 +32,35 @@ class PipelineConfig:
     configs and naming itself in ``task``. Paths left empty in a section are placed under
     ``run_dir``. What every run shares: ``data/``, ``cache/`` (token ids), ``tokenizer/``, the
     MLflow store. What each MLflow run owns, under ``runs/<run id>/`` (:meth:`run_paths`):
-    ``train/`` (checkpoints), ``averaged/``, ``evaluation/``, ``export/``. ``{run_id}`` in
-    ``train.checkpoint_dir`` stands for the MLflow run id; a ``train.checkpoint_dir`` without it
-    is shared by every run, so a rerun after a finished run continues training there.
-
-    ``retention``: which earlier runs keep their checkpoints and models (:mod:`flows.retention`).
-
-    ``resume``: ``auto`` continues the unfinished MLflow run of this ``run_dir`` if it trained
-    with the same settings, ``never`` always starts a new one; ``run_id`` names a run to continue
-    (:mod:`flows.run_state`).
+    ``train/`` (checkpoints), ``averaged/``, ``evaluation/``, ``export/``.
     """
 
     task: ClassVar[Task]
 
+    #: The run's folder: the data, cache, tokenizer, MLflow store and every run's files go under it.
     run_dir: str = "runs/demo"
+    #: The data stage: the task's data config (translation's sources, parsing's treebank).
     data: Any = None
+    #: The vocabulary stage (SentencePiece).
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    #: The input pipeline: batching by length, caching of token ids.
     input: InputConfig = field(default_factory=InputConfig)
+    #: The training stage: preset, recipe overrides, checkpoints, devices.
     train: TrainConfig = field(default_factory=TrainConfig)
+    #: The checkpoint averaging stage (section 6.1).
     averaging: AveragingConfig = field(default_factory=AveragingConfig)
+    #: The evaluation stage: the task's evaluation config (BLEU and chrF, or EVALB's F1).
     evaluation: Any = None
+    #: MLflow: where runs are recorded, and the registered model a run competes in.
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    #: Which earlier runs keep their checkpoints and models (:mod:`flows.retention`).
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    #: Export the model as a SavedModel and log it as an MLflow pyfunc model.
     export: bool = True
+    #: ``auto`` continues this run_dir's unfinished MLflow run if it trained with the same settings; ``never`` always
+    #: starts a new one (:mod:`flows.run_state`).
     resume: str = "auto"
+    #: An MLflow run to continue (``--run-id``); null: chosen by ``resume``.
     run_id: str | None = None
 
     def __post_init__(self) -> None:

@@ -49,9 +49,10 @@ MODELS = ("averaged", "export", "mlflow_model", "champion", "champion-evaluation
 
 @dataclass
 class RetentionConfig:
-    """``keep_runs``: how many of the newest finished runs keep their checkpoints and models (null:
-    all of them)."""
+    """Which earlier runs of a run_dir keep their checkpoints and models (:mod:`flows.retention`)."""
 
+    #: How many of the newest finished runs keep their checkpoints and models; older ones keep their ``evaluation/``
+    #: (the champion also its model and export); null: all.
     keep_runs: int | None = 2
 
     def __post_init__(self) -> None:

@@ -38,23 +38,24 @@ STAGES = "stages"
 class TrackingConfig:
     """Where runs are recorded and how the model is registered.
 
-    ``tracking_uri``: default ``MLFLOW_TRACKING_URI``, else ``sqlite:///<run_dir>/mlflow.db``.
-    ``experiment`` (a pipeline's default: ``transformer-<task>``), ``run_name``;
-    ``log_every_steps`` for per-step training metrics;
-    ``parent_run_id``: nest the run under that one (an ablation's variants, :mod:`flows.ablation`).
-    ``register``: log the export as an MLflow model, register it as a version of
-    ``registered_model`` and promote it to ``champion`` if it is not worse (:mod:`flows.registry`).
     One registered model per purpose (the demo, the weekly retraining, En-Fr, parsing: each config
-    names its own; default: the experiment's name), so that a demo or an ad-hoc run never becomes
-    the champion another purpose serves.
+    names its own), so that a demo or an ad-hoc run never becomes the champion another purpose serves.
     """
 
+    #: The MLflow tracking URI; null: ``MLFLOW_TRACKING_URI``, else ``sqlite:///<run_dir>/mlflow.db``.
     tracking_uri: str | None = None
+    #: The MLflow experiment; null: ``transformer-<task>``.
     experiment: str | None = None
+    #: The MLflow run's name; null: MLflow's.
     run_name: str | None = None
+    #: Log the per-step training metrics every this many steps.
     log_every_steps: int = 10
+    #: Log the export as an MLflow model, register it as a version of ``registered_model`` and make it ``champion`` if
+    #: it is not worse (:mod:`flows.registry`).
     register: bool = True
+    #: The registered model this config's runs compete in; null: the experiment's name.
     registered_model: str | None = None
+    #: Nest the run under this MLflow run (an ablation's variants, :mod:`flows.ablation`).
     parent_run_id: str | None = None
 
 

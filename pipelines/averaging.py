@@ -25,14 +25,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class AveragingConfig:
-    """``checkpoint_dir``: the training directory; ``output_dir``: where the averaged
-    checkpoint, ``model_config.json`` and ``model.keras`` go (not inside ``checkpoint_dir``);
-    ``last_n``: how many of the newest checkpoints (default: the preset's
-    ``checkpoints_to_average``, recorded in ``model_config.json``)."""
+    """Settings of the checkpoint averaging stage (section 6.1: the model evaluated averages the last checkpoints)."""
 
+    #: The training directory whose checkpoints are averaged (the pipeline sets it to the run's).
     checkpoint_dir: str = "runs/train"
+    #: Where the averaged checkpoint, ``model_config.json`` and ``model.keras`` go (not inside ``checkpoint_dir``).
     output_dir: str = "runs/averaged"
+    #: How many of the newest checkpoints; null: the preset's ``checkpoints_to_average``.
     last_n: int | None = None
+    #: Also save the averaged model as ``model.keras``.
     save_keras: bool = True
 
     def __post_init__(self) -> None:

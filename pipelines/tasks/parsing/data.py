@@ -37,20 +37,21 @@ CORPUS_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
 @dataclasses.dataclass
 class TreebankConfig:
-    """Settings of the parsing task's data stage.
+    """Settings of the parsing task's data stage (the pipeline config's ``data`` section)."""
 
-    ``path``: the NLTK sample (``treebank.zip`` or its unpacked folder) or the LDC WSJ folder
-    (holding ``00/`` .. ``24/``); left empty, the sample is fetched from ``url`` into
-    ``output_dir``. ``max_train_trees`` keeps the first N training trees (quick trials).
-    ``on_error``: ``raise`` stops at the first malformed tree (naming file and line); ``skip``
-    leaves it out, logs it and keeps its neighbours.
-    """
-
+    #: The NLTK sample (``treebank.zip`` or its unpacked folder) or the LDC WSJ folder (holding ``00/`` .. ``24/``);
+    #: null: the sample is fetched from ``url``.
     path: str | None = None
+    #: Where the prepared corpus goes; null: ``data/treebank-<kind>`` under run_dir.
     output_dir: str | None = None
+    #: Where the NLTK sample is fetched from when ``path`` is empty.
     url: str = SAMPLE_URL
+    #: Seconds the download waits for an answer.
     network_timeout: float = 10.0
+    #: Keep the first N training trees (quick trials); null: all.
     max_train_trees: int | None = None
+    #: A malformed tree: ``raise`` stops, naming file and line; ``skip`` leaves it out, logs it and keeps its
+    #: neighbours.
     on_error: str = "raise"
 
     def __post_init__(self) -> None:

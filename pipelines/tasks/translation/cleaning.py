@@ -35,17 +35,20 @@ REASONS = ("empty", "too_long", "length_ratio", "duplicate")
 class CleaningConfig:
     """Settings of the cleaning step (one pass over each split, counts kept per reason).
 
-    ``max_words`` and ``max_length_ratio`` count whitespace-separated words on each side, like
-    Moses' ``clean-corpus-n.perl`` (ratio = longer side / shorter side). The length, ratio and
-    duplicate filters apply only to the splits in ``filter_splits``: a test set such as
-    newstest2014 must stay complete for BLEU to be comparable; empty pairs are dropped everywhere
-    because they cannot be translated.
+    Words are whitespace-separated, as in Moses' ``clean-corpus-n.perl``. Empty pairs are dropped
+    from every split, since they cannot be translated; the other filters apply to ``filter_splits``
+    only, so that a test set such as newstest2014 stays complete and its BLEU comparable.
     """
 
+    #: NFKC-normalise the text and collapse whitespace.
     normalize: bool = True
+    #: Drop a pair with more than this many words on either side.
     max_words: int = 200
+    #: Drop a pair whose longer side has more than this many times the words of the shorter.
     max_length_ratio: float = 3.0
+    #: Drop repeated pairs.
     deduplicate: bool = True
+    #: The splits the length, ratio and duplicate filters apply to.
     filter_splits: tuple[str, ...] = ("train",)
 
     def __post_init__(self) -> None:

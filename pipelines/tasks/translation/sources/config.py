@@ -15,26 +15,36 @@ SOURCES = ("ddtp", "wmt14", "folder")
 
 @dataclasses.dataclass
 class SourceConfig:
-    """Settings of the translation data stage (the pipeline config's ``data`` section).
+    """Settings of the translation data stage (the pipeline config's ``data`` section)."""
 
-    ``language_pair`` is ``<source>-<target>`` in translation direction (``de-en`` reverses the
-    bundled ``en-de``). ``output_dir`` defaults to ``data/<source>-<language_pair>``.
-    ``max_examples`` keeps at most the first N pairs of each split (before cleaning), e.g. to
-    try WMT14 on a subset. ``network_timeout`` bounds the connectivity probe (seconds).
-    """
-
+    #: Where the pairs come from: ``ddtp`` (the bundled Debian corpora), ``wmt14`` (tensorflow-datasets) or ``folder``
+    #: (your parallel files).
     source: str = "ddtp"
+    #: ``<source>-<target>`` in translation direction (``de-en`` reverses the bundled ``en-de``).
     language_pair: str = "en-de"
+    #: Where the prepared corpus goes; null: ``data/<source>-<language_pair>`` under run_dir.
     output_dir: str | None = None
+    #: The cleaning step's filters (``data.cleaning``).
     cleaning: CleaningConfig = dataclasses.field(default_factory=CleaningConfig)
+    #: With ``source: folder``: the directory of parallel files (``<name>.<split>.<lang>``, ``<split>.<lang>`` or
+    #: ``<lang>.<split>.txt``).
     folder: str | None = None
+    #: With ``source: folder``: which corpus (the files' ``<name>`` prefix) when the folder holds several.
     folder_name: str | None = None
+    #: A DDTP rebuild: a local copy of Debian's ``Translation-*`` files to build the corpus from.
     translations_dir: str | None = None
+    #: A DDTP rebuild: the Debian mirror to fetch the ``Translation-*`` files from (not with ``translations_dir``).
     mirror: str | None = None
+    #: A DDTP rebuild from ``mirror``: the Debian suite whose description translations are fetched.
     suite: str = "bookworm"
+    #: With ``source: wmt14``: tensorflow-datasets' data directory; null: its default.
     tfds_data_dir: str | None = None
+    #: Keep at most the first N pairs of each split (before cleaning), e.g. to try WMT14 on a subset.
     max_examples: int | None = None
+    #: Seconds the connectivity probe waits before a download is declared impossible.
     network_timeout: float = 10.0
+    #: With ``source: folder``: the fraction of train taken (by a hash of the source sentence) for each missing
+    #: validation or test split.
     holdout_fraction: float = 0.04
 
     def __post_init__(self) -> None:
