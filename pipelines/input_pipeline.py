@@ -61,37 +61,42 @@ BUCKET_BY = ("longer", "source")
 
 @dataclasses.dataclass
 class InputConfig:
-    """Settings of the input pipeline.
+    """Settings of the input pipeline: pairs bucketed by length into batches of a token budget, their ids cached."""
 
-    ``tokens_per_batch`` is the budget per batch and side (the paper: ~25000 on 8 GPUs; 4096 suits
-    a CPU). ``max_length`` counts the EOS/BOS token; longer pairs are dropped.
-    ``bucket_boundaries`` are the exclusive upper lengths of the buckets (the last bucket runs up
-    to ``max_length``); when unset they grow geometrically from ``min_bucket_length`` by
-    ``bucket_step`` like tensor2tensor's. ``cache_dir`` defaults to ``<corpus>/cache``.
-    ``repeat`` repeats a training dataset indefinitely (otherwise the caller repeats).
-    ``bucket_by`` is the length examples are bucketed (and batches sized) by: ``longer`` (the
-    longer side) or ``source`` (a model whose cost is the source's).
-    ``sentence_pairs`` (``none``, ``add``, ``only``, ``only_aligned``) cuts the training split's paragraph
-    pairs into sentence pairs where both sides split alike (``pipelines.sentence_pairs``); other splits
-    stay whole.
-    ``subword_dropout`` (BPE-dropout, Provilkov et al., 2020; 0 = off) tokenizes the training pairs
-    anew on every pass, skipping each merge with this probability: a regulariser that shows the
-    model the smaller pieces of its words. Validation and test are segmented as always.
-    """
-
+    #: Token budget of a batch, per side (the paper: ~25000 on 8 GPUs; 4096 suits a CPU); a step may accumulate
+    #: batches (``train.tokens_per_step``).
     tokens_per_batch: int = 4096
+    #: The longest pair trained on, counting the BOS/EOS token; longer pairs are dropped (the training stage logs how
+    #: many).
     max_length: int = 256
+    #: The buckets' exclusive upper lengths (the last bucket runs up to ``max_length``); null: growing geometrically
+    #: from ``min_bucket_length`` by ``bucket_step``, as tensor2tensor's.
     bucket_boundaries: list[int] | None = None
+    #: The first bucket boundary when ``bucket_boundaries`` is null.
     min_bucket_length: int = 8
+    #: The factor from one bucket boundary to the next when ``bucket_boundaries`` is null (> 1).
     bucket_step: float = 1.1
+    #: The length pairs are bucketed and batches sized by: ``longer``, the longer side.
     bucket_by: str = "longer"
+    #: Training examples shuffled together (with ``seed``).
     shuffle_buffer: int = 10000
+    #: Seed of the shuffling.
     seed: int = 0
+    #: Where the token ids are cached, in files named by a hash of everything that made them; null:
+    #: ``<corpus>/cache``.
     cache_dir: str | None = None
+    #: Repeat a training dataset indefinitely (otherwise the caller repeats it).
     repeat: bool = False
+    #: Prepare the next batches while the model trains.
     prefetch: bool = True
+    #: Sentences tokenized at a time when the cache is written.
     tokenize_batch_size: int = 1024
+    #: ``only``: a training paragraph pair whose two sides split into as many sentences (list items too) trains as
+    #: those sentence pairs (``pipelines.sentence_pairs``); ``none``: paragraphs whole. Validation and test stay
+    #: whole.
     sentence_pairs: str = "none"
+    #: BPE-dropout: the probability of skipping a merge when the training pairs are segmented anew on every pass (0:
+    #: off).
     subword_dropout: float = 0.0
 
     def __post_init__(self) -> None:

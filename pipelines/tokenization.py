@@ -46,32 +46,36 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 @dataclasses.dataclass
 class TokenizerConfig:
-    """Settings of SentencePiece training (names follow ``spm_train`` where they exist).
+    """Settings of SentencePiece training (names follow ``spm_train`` where they exist)."""
 
-    ``vocab_size`` includes the 4 special ids and, with ``byte_fallback``, 256 byte pieces; the
-    paper used ~37000 (shared, En-De), the CPU presets a few thousand. ``input_sentence_size``
-    caps the number of training sentences, sampled with ``seed``. With ``shared: false`` the
-    target side may use other settings: ``target`` holds the ones that differ, e.g.
-    ``{"model_type": "word", "vocab_size": 200}`` for the parse trees of section 6.3, whose
-    brackets and tags are whole symbols. A ``word`` model's ``vocab_size`` is a cap: it keeps the
-    symbols that occur, up to that many. ``character_coverage`` defaults to 0.9995 for subword
-    models and to 1.0 for ``word`` models: a tree symbol made of a rare letter (``EX``, ``-LRB-``,
-    ``UH``) would otherwise be unknown. ``verbatim: true`` makes URLs, e-mail addresses and paths
-    one placeholder piece, which the decoders replace with the source's (the translation presets);
-    ``verbatim_identifiers: true`` adds words mixing letters and digits (``MD5``, ``IPv6``).
-    """
-
+    #: Pieces in the vocabulary, with the 4 special ids and (``byte_fallback``) 256 byte pieces; the paper's ~37000 is
+    #: shared, the CPU presets use a few thousand. A ``word`` model's is a cap: it keeps the symbols that occur.
     vocab_size: int = 8000
+    #: ``bpe``, ``unigram``, ``char`` or ``word`` (the parse trees' brackets and tags are whole symbols).
     model_type: str = "bpe"
+    #: The share of characters the vocabulary covers; null: 0.9995 for subword models, 1.0 for ``word`` models (a tree
+    #: symbol of a rare letter, ``EX`` or ``-LRB-``, would be unknown).
     character_coverage: float | None = None
+    #: Train on at most this many sentences, sampled with ``seed``.
     input_sentence_size: int = 1_000_000
+    #: Seed of that sample.
     seed: int = 0
+    #: One vocabulary for source and target (section 3.4); false: two, the target's settings differing by ``target``
+    #: (parsing).
     shared: bool = True
+    #: Characters outside the vocabulary become byte pieces instead of ``<unk>``.
     byte_fallback: bool = True
+    #: SentencePiece's normalisation rule (``identity``: the text as the cleaning left it).
     normalization_rule_name: str = "identity"
+    #: Threads of SentencePiece's training.
     num_threads: int = 2
+    #: URLs, e-mail addresses and paths become one placeholder piece, which the Translator and the export fill with
+    #: the source's span (the translation configs).
     verbatim: bool = False
+    #: Also words that mix letters and digits (``MD5``, ``IPv6``); needs ``verbatim``.
     verbatim_identifiers: bool = False
+    #: With ``shared: false``: the target side's settings that differ, e.g. ``{model_type: word, vocab_size: 200}``
+    #: for the parse trees (``tokenizer.target``).
     target: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:

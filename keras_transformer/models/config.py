@@ -54,49 +54,69 @@ class _VocabularyChecks:
 
 @dataclass(frozen=True)
 class TransformerConfig(_VocabularyChecks):
-    """Architecture of an encoder-decoder Transformer.
+    """Architecture of an encoder-decoder Transformer (names as in the paper).
 
-    Names follow the paper: ``num_layers`` is N, ``d_model``, ``d_ff``, ``num_heads`` is h,
-    ``d_k``/``d_v`` default to d_model / h (section 3.2.2), ``dropout`` is P_drop (section 5.4).
-    ``vocab_size`` is the shared source/target vocabulary (section 3.4); give
-    ``source_vocab_size`` and ``target_vocab_size`` with ``share_embeddings=False`` instead for
-    separate vocabularies (the parsing task of section 6.3). ``norm_first`` moves each LayerNorm
-    before its sublayer (pre-norm; the paper's post-norm is the default). ``word_alignment`` adds
-    to each decoder input the encoder state of the next word to cover (parsing;
-    :mod:`keras_transformer.layers.word_alignment`), with the source ids that begin a word
-    (``word_start_ids``) and the target ids that stand for a word (``slot_ids``). ``tagger``
-    (with ``word_alignment``) adds a slot classifier over each word's encoder state: trained
-    beside the decoder (``auxiliary``) or also added to the decoder's logits (``fused``).
-    ``word_pieces``: a word's state is its first piece's encoder state, or the ``mean`` of all its pieces'.
+    Give ``vocab_size`` for one shared vocabulary, or ``source_vocab_size`` and ``target_vocab_size``
+    with ``share_embeddings=False`` for separate ones (the parsing task of section 6.3).
     """
 
+    #: The shared source and target vocabulary's size (section 3.4); the training stage sets it from the tokenizer.
     vocab_size: int | None = None
+    #: The source vocabulary's size, with separate vocabularies (parsing); set from the tokenizer.
     source_vocab_size: int | None = None
+    #: The target vocabulary's size, with separate vocabularies; set from the tokenizer.
     target_vocab_size: int | None = None
+    #: N: layers of the encoder and of the decoder (section 3.1).
     num_layers: int = 6
+    #: Encoder layers, if not ``num_layers``.
     num_encoder_layers: int | None = None
+    #: Decoder layers, if not ``num_layers``.
     num_decoder_layers: int | None = None
+    #: The width of every layer's output (section 3.1).
     d_model: int = 512
+    #: h: attention heads (section 3.2.2).
     num_heads: int = 8
+    #: Width of each head's queries and keys; null: d_model / h (section 3.2.2).
     d_k: int | None = None
+    #: Width of each head's values; null: d_model / h.
     d_v: int | None = None
+    #: The inner width of the position-wise feed-forward layers (section 3.3).
     d_ff: int = 2048
+    #: P_drop: dropout on each sublayer's output and on the embedding sums (section 5.4).
     dropout: float = 0.1
+    #: Dropout on the attention weights (not in the paper).
     attention_dropout: float = 0.0
+    #: Dropout after the feed-forward layers' ReLU (not in the paper).
     relu_dropout: float = 0.0
+    #: ``sinusoidal`` (section 3.5) or ``learned`` (Table 3 row E).
     positional_encoding: str = "sinusoidal"
+    #: The longest sequence a ``learned`` positional embedding covers (sinusoids have no limit).
     max_length: int = 1024
+    #: One embedding matrix for source and target (section 3.4; needs one shared vocabulary).
     share_embeddings: bool = True
+    #: The pre-softmax projection is the target embedding matrix (section 3.4); false: a separate one.
     tie_output_embeddings: bool = True
+    #: LayerNorm's epsilon.
     layer_norm_epsilon: float = 1e-6
+    #: Pre-norm: each LayerNorm before its sublayer, and one after each stack (the paper's post-norm is false).
     norm_first: bool = False
+    #: Each decoder input also gets the encoder state of the next word to cover (section 6.3's parser;
+    #: :mod:`keras_transformer.layers.word_alignment`).
     word_alignment: bool = False
+    #: The source pieces that begin a word; the training stage reads them off the tokenizer.
     word_start_ids: tuple[int, ...] | None = None
+    #: With ``word_alignment``: the target ids that stand for a word (the tree's POS slots).
     slot_ids: tuple[int, ...] | None = None
+    #: With ``word_alignment``: ``fused`` adds a slot classifier over each word's encoder state, its logits added to
+    #: the decoder's; ``none``: no tagger.
     tagger: str = "none"
+    #: A word's state: its ``first`` piece's encoder state, or the ``mean`` of all its pieces'.
     word_pieces: str = "first"
+    #: The padding id (the tokenizer's; checked against it).
     pad_id: int = 0
+    #: The begin-of-sequence id (the tokenizer's; checked against it).
     bos_id: int = 2
+    #: The end-of-sequence id (the tokenizer's; checked against it).
     eos_id: int = 3
 
     def __post_init__(self):
@@ -187,63 +207,74 @@ class TransformerConfig(_VocabularyChecks):
 class SpanParserConfig(_VocabularyChecks):
     """Architecture of a span parser (:class:`~keras_transformer.models.span_parser.SpanParser`).
 
-    Section 3.1's encoder (``num_layers``, ``d_model``, ``num_heads``, ``d_ff``, ``dropout``,
-    ``norm_first``) over the source pieces, a span classifier of hidden width ``span_hidden`` and a
-    tagger. ``labels`` (the empty label ``""`` first, unary chains joined by ``+``), ``tags`` and
-    ``word_start_ids`` are facts of the treebank and the vocabularies: left empty in a preset, the
-    training stage reads them off the corpus and tokenizers. ``target_vocab_size`` is the
-    linearised trees' vocabulary the training batches hold (checked, not used by the model).
-    ``word_pieces``: a word's state is its first piece's (``first``) or the mean of its pieces' (``mean``).
-    ``piece_dropout``: in training, each piece becomes ``unk_id`` with this probability (word
-    dropout, Stern et al. 2017), so that words unseen in training are parsed from their context.
-    ``char_dim`` (0: none): each word's spelling, read by a character CNN with embeddings of this
-    width, is added to its pieces' embeddings (Kitaev & Klein 2018, section 5.1); its characters
-    come from ``source_pieces``, the source vocabulary's pieces by id (read off the tokenizer by the
-    training stage, like ``word_start_ids``). ``spell_dropped`` (needs ``char_dim``): a piece
-    hidden by piece dropout keeps its characters, so a word whose pieces are all hidden is read
-    from its spelling alone (K&K's character-only words), as a word unseen in training is.
-    ``span_loss``: ``local``, cross-entropy over every span on its own (Teng & Zhang 2018), or
-    ``tree_crf``, the gold tree's probability among all trees
-    (:mod:`keras_transformer.training.tree_crf`; Zhang, Zhou & Li 2020, supar's parser).
-    ``chart_scores``: what the chart search adds up per span: ``log_odds``, the span's own log-odds
-    of being a constituent, or ``marginals``, the log-odds of its probability of being a constituent
-    of the tree, summed over all trees by the tree CRF (:func:`keras_transformer.training.tree_crf.
-    span_marginals`; supar's ``--mbr``, Zhang, Zhou & Li 2020, section 3.3).
-    ``word_lstm`` (0: none): layers of bidirectional LSTMs (``d_model / 2`` units each way) over the
-    word states, whose forward and backward halves become the fenceposts the spans are read from
-    (the BiLSTM span features of Stern et al. 2017 and of supar's parser, Zhang, Zhou & Li 2020);
-    the tagger keeps reading the encoder's word states. ``span_biaffine`` (0: none): the width of
-    a biaffine bracket scorer over the fenceposts (Dozat & Manning 2017, as in supar's parser),
-    ``[l_i; 1]^T W [r_j; 1]``, added to every label's log-odds of span ``(i, j)``.
-    ``bias`` is added to every span's constituent log-odds when decoding (chosen on dev).
+    Section 3.1's encoder over the source pieces, a span classifier and a tagger. The spans are trained
+    on the gold tree's probability among all trees (:mod:`keras_transformer.training.tree_crf`; Zhang,
+    Zhou & Li 2020, supar's parser), and the chart search adds up per span the log-odds of its marginal
+    probability of being a constituent (supar's ``--mbr``). ``labels``, ``tags``, ``word_start_ids`` and
+    ``source_pieces`` are facts of the treebank and the vocabularies: left empty in a preset, the
+    training stage reads them off the corpus and tokenizers.
     """
 
+    #: The shared source and target vocabulary's size (section 3.4); the training stage sets it from the tokenizer.
     vocab_size: int | None = None
+    #: The source vocabulary's size, with separate vocabularies (parsing); set from the tokenizer.
     source_vocab_size: int | None = None
+    #: The linearised trees' vocabulary the training batches hold (checked, not used by the model).
     target_vocab_size: int | None = None
+    #: Span labels, the empty label ``""`` first, unary chains joined by ``+``; read off the treebank by the training
+    #: stage.
     labels: tuple[str, ...] = ()
+    #: The POS tags the tagger predicts; read off the treebank by the training stage.
     tags: tuple[str, ...] = ()
+    #: The source pieces that begin a word; the training stage reads them off the tokenizer.
     word_start_ids: tuple[int, ...] = ()
+    #: Layers of section 3.1's encoder.
     num_layers: int = 4
+    #: The width of every layer's output (section 3.1).
     d_model: int = 256
+    #: h: attention heads (section 3.2.2).
     num_heads: int = 4
+    #: The inner width of the position-wise feed-forward layers (section 3.3).
     d_ff: int = 1024
+    #: P_drop: dropout on each sublayer's output and on the embedding sums (section 5.4).
     dropout: float = 0.2
+    #: Pre-norm: each LayerNorm before its sublayer, and one after each stack (the paper's post-norm is false).
     norm_first: bool = True
+    #: The hidden width of the span classifier.
     span_hidden: int = 256
+    #: A word's state: its ``first`` piece's encoder state, or the ``mean`` of all its pieces'.
     word_pieces: str = "first"
+    #: In training, each piece becomes ``unk_id`` with this probability (word dropout, Stern et al. 2017), so unseen
+    #: words are parsed from their context.
     piece_dropout: float = 0.0
+    #: Width of the character embeddings of a CNN that reads each word's spelling into its pieces' embeddings (Kitaev
+    #: & Klein 2018); 0: none.
     char_dim: int = 0
+    #: With ``char_dim``: a piece hidden by piece dropout keeps its characters, so a word whose pieces are all hidden
+    #: is read from its spelling alone.
     spell_dropped: bool = False
+    #: ``local`` cross-entropy over every span, or ``tree_crf``, the gold tree's probability among all trees.
     span_loss: str = "local"
+    #: What the chart search adds up: each span's ``log_odds``, or the tree CRF's ``marginals``.
     chart_scores: str = "log_odds"
+    #: Layers of bidirectional LSTMs over the word states whose halves are the fenceposts the spans are read from
+    #: (Stern et al. 2017, supar's parser); 0: none.
     word_lstm: int = 0
+    #: Width of a biaffine bracket scorer over the fenceposts; 0: none.
     span_biaffine: int = 0
+    #: The source vocabulary's pieces by id, the characters ``char_dim`` reads; the training stage reads them off the
+    #: tokenizer.
     source_pieces: tuple[str, ...] = ()
+    #: Added to every span's constituent log-odds when decoding; the ``calibrate`` stage chooses it on the validation
+    #: files.
     bias: float = 0.0
+    #: The padding id (the tokenizer's; checked against it).
     pad_id: int = 0
+    #: The unknown-piece id (the tokenizer's), which piece dropout writes.
     unk_id: int = 1
+    #: The begin-of-sequence id (the tokenizer's; checked against it).
     bos_id: int = 2
+    #: The end-of-sequence id (the tokenizer's; checked against it).
     eos_id: int = 3
 
     def __post_init__(self):

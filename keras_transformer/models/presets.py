@@ -21,12 +21,19 @@ from keras_transformer.models.config import TransformerConfig, config_class
 class TrainingRecipe:
     """Section 5: optimiser, schedule, regularisation and batch size of a preset."""
 
+    #: Label smoothing epsilon (section 5.4: 0.1).
     label_smoothing: float = 0.1
+    #: Warm-up steps of equation (3) (section 5.3: 4000).
     warmup_steps: int = 4000
+    #: Optimizer steps (section 5.2: base 100k, big 300k); under ``train_minutes`` a cap.
     train_steps: int = 100000
+    #: Target tokens per optimizer step (section 5.1: ~25000).
     tokens_per_batch: int = 25000
+    #: Adam's beta_1 (section 5.3: 0.9).
     adam_beta_1: float = 0.9
+    #: Adam's beta_2 (section 5.3: 0.98).
     adam_beta_2: float = 0.98
+    #: Adam's epsilon (section 5.3: 1e-9).
     adam_epsilon: float = 1e-9
     #: Multiplies the schedule of equation (3); 1.0 is the paper's.
     learning_rate_scale: float = 1.0
@@ -56,8 +63,11 @@ class TrainingRecipe:
 class DecodingSettings:
     """Section 6.1: beam size, length penalty alpha, max output length offset."""
 
+    #: Hypotheses kept at each step (section 6.1: 4; section 6.3's parser: 21).
     beam_size: int = 4
+    #: GNMT's length penalty alpha (section 6.1: 0.6; section 6.3: 0.3).
     length_penalty: float = 0.6
+    #: The longest output is the input's length plus this many pieces (section 6.1: 50; 6.3: 300).
     max_length_offset: int = 50
     #: Translate a paragraph sentence by sentence and list item by list item
     #: (``keras_transformer.decoding.sentences``); the paper's test sets are single sentences, the

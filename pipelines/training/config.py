@@ -62,82 +62,85 @@ def operational_settings() -> frozenset[str]:
 class TrainConfig:
     """Settings of the training stage; ``None`` means "the preset's value".
 
-    Model: ``preset`` (see ``keras_transformer.preset_names()``) with ``model`` overrides of
-    its architecture (e.g. ``{num_layers: 1, dropout: 0.0}``); the vocabulary size comes from the
-    tokenizer, not from here.
-
-    Recipe (section 5): ``train_steps``, ``warmup_steps``, ``label_smoothing`` and
-    ``learning_rate_scale`` (a factor on the schedule of equation (3)) default to the preset.
-    ``train_minutes`` (default: the preset's; 0 for none) is a wall-clock budget for the training
-    loop: training stops at whichever of ``train_steps`` and ``train_minutes`` comes first. The
-    budget counts steps and checkpoint writes, not validation; the seconds spent are checkpointed,
-    so a resumed run spends only what is left of the same budget. Equation (3) depends on the step
-    alone, so the schedule needs no knowledge of where the budget will end. Under a budget the
-    checkpoints to average (section 6.1) are spread evenly over the last ``average_window`` of
-    the run (by time or steps, whichever is further along), the last one at its end: the paper's
-    "last 5 checkpoints, written at 10-minute intervals" cover the final 7% of its 12 hours.
-    ``seconds_per_step`` makes the budget count optimizer steps at that many seconds each instead
-    of the wall clock (a step time measured on an idle machine): the run is then the one that
-    machine would make in ``train_minutes``, whatever else this one is doing (recipe searches).
-    ``decay_fraction`` (default: the preset's; not in the paper) lets the rate fall linearly to
-    zero over that last fraction of the run, measured the same way. ``unlikelihood`` (not in the
-    paper; 0: off) weighs a token-level unlikelihood loss against repeating the reference's earlier
-    tokens (``keras_transformer.training.unlikelihood``), a cause of looping output;
-    ``unlikelihood_window`` > 0 takes only that many tokens before each position (0: all of them).
-    ``tokens_per_step`` (default: the preset's ``tokens_per_batch``) is the number of target
-    tokens per optimizer step, reached by accumulating batches: a step ends as soon as the
-    global (all replicas) count is within half an average batch of the budget, so a step holds
-    the budget to about half a batch either way (a single batch when it holds half of it). ``accumulation_batches``
-    instead fixes the number of batches per replica and step.
-
-    Checkpoints: every ``checkpoint_every_steps`` steps and/or ``checkpoint_every_minutes``
-    minutes (the paper: 10 minutes), keeping the newest ``keep_checkpoints`` (at least the
-    preset's ``checkpoints_to_average``). ``data_resume``: ``skip`` replays the data stream to
-    where the checkpoint was taken (exact continuation for a deterministic pipeline), ``restart``
-    starts it over.
-
-    Devices: ``strategy`` (``auto``/``mirrored``/``multi_worker``/``one_device``) over
-    ``devices``; ``cpu_devices`` splits the CPU into that many logical devices (honoured by the
-    CLI, which applies it before TensorFlow starts; mirrored over unless ``devices`` is given).
-    GPU settings: ``mixed_precision``
-    (``mixed_float16`` with dynamic loss scaling, or ``mixed_bfloat16``; logits, softmax and loss
-    stay float32) and ``jit_compile`` (XLA for the forward and backward pass).
-
-    Validation: every ``validate_every_steps`` steps and at the end, on at most
-    ``validation_max_batches`` batches.
+    The time budget (``train_minutes``) counts steps and checkpoint writes, not validation; the seconds
+    spent are checkpointed, so a resumed run spends only what is left of the same budget. Equation (3)
+    depends on the step alone, so the schedule needs no knowledge of where the budget will end. In a
+    pipeline, ``{run_id}`` in ``checkpoint_dir`` stands for the MLflow run id; a ``checkpoint_dir``
+    without it is shared by every run, so a rerun after a finished run continues training there.
     """
 
+    #: The preset whose architecture, recipe and decoding are trained (``keras_transformer.preset_names()``).
     preset: str = "demo"
+    #: Overrides of the preset's architecture, e.g. ``{num_layers: 1, dropout: 0.0}`` (``train.model``); the
+    #: vocabulary sizes come from the tokenizer.
     model: dict[str, Any] = field(default_factory=dict)
+    #: Optimizer steps to train; null: the preset's (under a time budget, a cap).
     train_steps: int | None = None
+    #: Wall-clock budget of the training loop in minutes: training stops at whichever of ``train_steps`` and this
+    #: comes first; null: the preset's, 0: none.
     train_minutes: float | None = None
+    #: Count the budget in optimizer steps at this many seconds each instead of the wall clock (a replay of an idle
+    #: machine's run); null: the wall clock.
     seconds_per_step: float | None = None
+    #: Under a budget, the checkpoints to average are written evenly over this last fraction of the run, the last at
+    #: its end (the paper's last 5 covered the final 7% of its 12 hours).
     average_window: float = 0.1
+    #: The rate falls linearly to zero over this last fraction of the run (not in the paper); null: the preset's, 0:
+    #: no fall.
     decay_fraction: float | None = None
+    #: Warm-up steps of equation (3); null: the preset's.
     warmup_steps: int | None = None
+    #: Label smoothing epsilon (section 5.4); null: the preset's.
     label_smoothing: float | None = None
+    #: Weight of a token-level unlikelihood loss against repeating the reference's earlier tokens (0: off).
     unlikelihood: float = 0.0
+    #: The unlikelihood loss's candidates: the last N tokens (0: the whole prefix).
     unlikelihood_window: int = 0
+    #: A factor on the rate of equation (3); null: the preset's.
     learning_rate_scale: float | None = None
+    #: Target tokens per optimizer step, reached by accumulating batches (a step ends within about half a batch of it,
+    #: over all replicas); null: the preset's ``tokens_per_batch``.
     tokens_per_step: int | None = None
+    #: A fixed number of batches per replica and step, instead of ``tokens_per_step``.
     accumulation_batches: int | None = None
     #: ``None``: ``runs/train`` for the stage alone; the pipeline flow gives each run its own.
     checkpoint_dir: str | None = field(default=None, metadata=OPERATIONAL)
+    #: Save a checkpoint every this many steps (null: not by steps).
     checkpoint_every_steps: int | None = field(default=100, metadata=OPERATIONAL)
+    #: Save a checkpoint every this many minutes (the paper: 10; null: not by time).
     checkpoint_every_minutes: float | None = field(default=10.0, metadata=OPERATIONAL)
+    #: How many of the newest checkpoints are kept (at least the preset's ``checkpoints_to_average``); null: enough to
+    #: average, and 5.
     keep_checkpoints: int | None = field(default=None, metadata=OPERATIONAL)
+    #: A resumed run's data: ``skip`` replays the stream to where the checkpoint was taken (an exact continuation),
+    #: ``restart`` starts it over.
     data_resume: str = "skip"
+    #: ``auto`` (the machine's devices, or the ``TF_CONFIG`` cluster), ``mirrored``, ``multi_worker`` or
+    #: ``one_device``.
     strategy: str = "auto"
+    #: The devices to train on, e.g. ``["/gpu:0"]``; null: every device the strategy finds.
     devices: list[str] | None = None
+    #: Split the CPU into this many logical devices, mirrored over unless ``devices`` is given (the CLI applies it
+    #: before TensorFlow starts).
     cpu_devices: int | None = None
+    #: ``none``, ``mixed_float16`` (with dynamic loss scaling) or ``mixed_bfloat16``; logits, softmax and loss stay
+    #: float32.
     mixed_precision: str = "none"
+    #: XLA for the forward and backward pass (pays with fixed shapes, e.g. on GPUs).
     jit_compile: bool = False
+    #: With ``mixed_float16``: the dynamic loss scale's first value.
     initial_loss_scale: float = 2.0**15
+    #: With ``mixed_float16``: steps without an overflow before the loss scale grows.
     loss_scale_growth_steps: int = 2000
+    #: Seed of the weights' initialisation, dropout and the Python and NumPy generators.
     seed: int = 0
+    #: Log the training loss every this many steps.
     log_every: int = field(default=50, metadata=OPERATIONAL)
+    #: Show a progress bar (on the chief, on a terminal).
     progress_bar: bool = field(default=True, metadata=OPERATIONAL)
+    #: Validate every this many steps, and at the end; null: at the end only.
     validate_every_steps: int | None = field(default=None, metadata=OPERATIONAL)
+    #: Validate on at most this many batches; null: the whole validation split.
     validation_max_batches: int | None = field(default=None, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:

@@ -39,24 +39,28 @@ SUMMARY_KEYS = ("fmeasure", "recall", "precision", "complete_match", "tagging_ac
 class ParseEvalConfig:
     """Settings of the parsing evaluation stage.
 
-    ``beam_size``, ``alpha`` and ``max_length_offset`` left ``None`` use the translator's
-    decoding settings (the parser presets: section 6.3's 21, 0.3 and +300). ``punctuation``:
-    ``gold`` (default) deletes punctuation by the gold tags, so a predicted tree that tags a
-    comma ``NN`` is still scored; ``each`` deletes it by each tree's own tags, as EVALB does,
-    which makes such a sentence an error sentence, left out of the totals (and so flattering
-    F1). The record holds EVALB's figures too (``evalb``), for comparison with published ones.
-    ``constrained``: the beam search builds only trees over the sentence's words (a
-    ``Translator``; an export carries the same constraint in its graph, see ``ParsingTask.decoding_constraint``).
+    The record holds EVALB's own figures too (``evalb``), for comparison with published ones.
     """
 
+    #: The split parsed and scored.
     split: str = "test"
+    #: The beam size; null: the preset's.
     beam_size: int | None = None
+    #: The length penalty alpha; null: the preset's.
     alpha: float | None = None
+    #: The output length limit's offset; null: the preset's.
     max_length_offset: int | None = None
+    #: Sentences decoded together.
     batch_size: int = 16
+    #: Parse only the first sentences of the split (quick checks).
     max_sentences: int | None = None
+    #: The sentence length of EVALB's second summary (``len<=40``).
     cutoff_len: int = CUTOFF_LEN
+    #: ``gold`` deletes punctuation by the gold tags, so a tree that tags a comma ``NN`` is still scored; ``each`` by
+    #: each tree's own tags, as EVALB does, leaving such a sentence out of the totals.
     punctuation: str = "gold"
+    #: The beam search builds only trees over the sentence's words (an export carries the same constraint in its
+    #: graph).
     constrained: bool = True
 
     def __post_init__(self) -> None:
