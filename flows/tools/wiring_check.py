@@ -1,5 +1,5 @@
-"""``wiring-check``: before an hour is spent on a new model or recipe, does it learn a few dozen pairs
-back, and does it need its source?
+"""Before an hour is spent on a new model or recipe: does it learn a few dozen pairs back, and does it
+need its source?
 
     wiring-check translation [--config CONFIG] [--set KEY=VALUE ...] [--optimizer recipe] [--output FILE]
     wiring-check parsing --treebank TREEBANK [--compare] [--model KEY=VALUE ...] [--output FILE]

@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--treebank", required=True, help="NLTK treebank.zip / folder, or the LDC WSJ folder")
     parser.add_argument("--compare", action="store_true", help="with and without word_alignment")
     parser.add_argument("--no-alignment", action="store_true", help="check the model without word_alignment")
+    parser.add_argument("--sentences", type=int, help="the training trees overfitted (default 50; --smoke 10)")
+    parser.add_argument("--max-steps", type=int, help="the step budget (default 600; --smoke 40)")
     parser.add_argument("--smoke", action="store_true", help="tiny model and budget (the test suite)")
     parser.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
                         help="a model setting of the checked recipe (YAML value), e.g. tagger=fused")
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         else:
             corpus, tokenizers = prepare(args.treebank, Path(tmp))
             options = {"model_overrides": settings}
+        options.update({key: value for key, value in (("sentences", args.sentences), ("max_steps", args.max_steps))
+                        if value is not None})
         variants = [True, False] if args.compare else [not args.no_alignment]
         results = [check(corpus, tokenizers, word_alignment=variant, **options) for variant in variants]
     report = {"benchmark": "parser_wiring", "treebank": Path(args.treebank).name, "smoke": args.smoke,

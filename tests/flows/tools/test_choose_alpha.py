@@ -53,6 +53,12 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     best = report["best_alpha"], report["best_repetition_guard"], report["best_coverage_penalty"]
     assert report["config"] == (f"evaluation.alpha: {best[0]}, evaluation.repetition_guard: {best[1]}, "
                                 f"evaluation.coverage_penalty: {best[2]}")
+    # The chosen settings are those of the highest validation BLEU among those tried (a tie: the mildest).
+    top = max(round(r["bleu"], 6) for r in report["results"])
+    mildest = min((r for r in report["results"] if round(r["bleu"], 6) == top),
+                  key=lambda r: (r["repetition_guard"], r["coverage_penalty"], r["alpha"]))
+    assert best == (mildest["alpha"], mildest["repetition_guard"], mildest["coverage_penalty"])
+    assert report["best_bleu"] == mildest["bleu"]
     # The chosen alpha on the test split and its unseen-packages companion, with and without the guard, with
     # the chosen coverage penalty and without one.
     assert set(report["confirmation"]) == {f"repetition_guard={g},coverage_penalty={c}"

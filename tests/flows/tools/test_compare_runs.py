@@ -65,3 +65,15 @@ def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path,
         compare_runs.main([str(base), str(variant), "--trials", "10"])
     assert stopped.value.code == 2
     assert "variant/evaluation/test_unseen/hypotheses.txt: missing" in capsys.readouterr().err
+
+
+def test_compare_runs_writes_its_report(tmp_path, capsys):
+    base = _run(tmp_path / "preset", WORSE)
+    variant = _run(tmp_path / "variant", REFERENCES, steps=2000)
+    assert compare_runs.main([str(base), str(variant), "--trials", "100", "--output", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert json.loads(capsys.readouterr().out) == report
+    assert report["benchmark"] == "paired_runs" and report["machine"]["cpus"] >= 1
+    assert report["paired_run_over_base"]["test"]["bleu"]["p_value"] < 0.05
+    assert report["curves"]["run"]["steps"] == 2000
+
