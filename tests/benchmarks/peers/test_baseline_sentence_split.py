@@ -1,4 +1,4 @@
-"""The baseline decoded sentence by sentence (benchmarks/baseline_sentence_split.py): its sentence
+"""The baseline decoded sentence by sentence (benchmarks/peers/baseline_sentence_split.py): its sentence
 translations go back to their paragraphs in order, and are scored by the evaluation stage's code."""
 
 from __future__ import annotations

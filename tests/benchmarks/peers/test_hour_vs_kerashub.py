@@ -1,4 +1,4 @@
-"""The side by side's scoring of the baseline (benchmarks/hour_vs_kerashub.py): its one output file
+"""The side by side's scoring of the baseline (benchmarks/peers/hour_vs_kerashub.py): its one output file
 is cut back into the two test splits and scored by the evaluation stage's code. No training here."""
 
 from __future__ import annotations

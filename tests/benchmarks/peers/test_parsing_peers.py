@@ -1,4 +1,4 @@
-"""The parsing peers' benchmark (benchmarks/bench_parsing_peers.py) on hand-written trees: no treebank needed.
+"""The parsing peers' benchmark (benchmarks/peers/bench_parsing_peers.py) on hand-written trees: no treebank needed.
 
 The PCFG must parse its own training sentences back (F1 >= 90), un-binarisation must invert
 binarisation exactly, unknown words must be tagged by their shape, and supar's ``.pid`` files must

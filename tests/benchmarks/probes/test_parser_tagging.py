@@ -1,4 +1,4 @@
-"""The tagging diagnosis (benchmarks/parser_tagging.py) on hand-written files: known words against
+"""The tagging diagnosis (benchmarks/probes/parser_tagging.py) on hand-written files: known words against
 unknown ones, and the most-frequent-tag lookup."""
 
 from __future__ import annotations

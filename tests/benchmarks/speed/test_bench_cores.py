@@ -1,4 +1,4 @@
-"""The 1-core / 2-core summaries of benchmarks/bench_cores.py on hand-made inner reports."""
+"""The 1-core / 2-core summaries of benchmarks/speed/bench_cores.py on hand-made inner reports."""
 
 from benchmarks.speed import bench_cores
 
