@@ -12,11 +12,6 @@ tokenizer trained with the setting ``verbatim`` each span becomes one placeholde
 spans back into the output's placeholders, in order (:func:`restore`). The paper's subword
 vocabulary (section 5.1) stays as it is for everything else.
 
-Identifiers that mix letters and digits (``MD5``, ``SHA256``, ``IPv6``, ``Qt5``, ``3D``) can be spans
-too (``identifiers=True``; a tokenizer trained so holds the piece :data:`IDENTIFIERS`). Nine in ten
-of the training sources' ones recur unchanged in the German; spelt from subwords, a list of them
-("MD5, SHA1, SHA256") came out as one repeated ("SHA256 SHA256 SHA256").
-
 Every function here is a TensorFlow op, so a Translator and its SavedModel export do the same.
 """
 
@@ -31,8 +26,6 @@ _WHITESPACE = (r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
 
 #: The placeholder piece of a verbatim span: a private-use character, which no text carries.
 VERBATIM = "\ue000"
-#: A piece that only marks a vocabulary whose spans include identifiers; no text carries it either.
-IDENTIFIERS = "\ue001"
 
 # A span starts at the text's start or after a character that cannot continue a word, an address
 # or a path (RE2 has no look-behind, so that character is matched and put back as group 1).
@@ -42,12 +35,7 @@ _EMAIL = r"[\p{L}\p{N}_.+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)+"
 # An absolute or home path of at least two parts ("/usr/bin", "~/.config/"), not "and/or",
 # "TCP/IP" or "1/2"; a full stop or comma after it ends the sentence, not the path.
 _PATH = r"~?/[\p{L}\p{N}_.+-]+/(?:[\p{L}\p{N}_.+/-]*[\p{L}\p{N}_+/-])?"
-# A word of letters and digits with a letter before a digit ("MP3", "x86", "SHA256", "W3C"), or
-# digits before a capital ("3D", "2X"); not "32bit", "4th" or "1990s", which German writes otherwise
-# ("32-Bit", "4.", "1990er"): a source span the reference lacks would teach the model to drop spans.
-_IDENTIFIER = r"[\p{L}\p{N}]*\p{L}[\p{L}\p{N}]*\p{N}[\p{L}\p{N}]*|\p{N}+\p{Lu}[\p{L}\p{N}]*"
 _SPAN = _BEFORE + "(" + "|".join((_URL, _EMAIL, _PATH)) + ")"
-_SPAN_OR_IDENTIFIER = _BEFORE + "(" + "|".join((_URL, _EMAIL, _PATH, _IDENTIFIER)) + ")"
 #: ``normalize`` leaves no line break in a string, so one can mark the spans.
 _MARK = "\n"
 
@@ -72,18 +60,14 @@ def one_line(text: tf.Tensor) -> tf.Tensor:
     return tf.strings.regex_replace(text, r"^ | $", "")
 
 
-def _spans(identifiers: bool) -> str:
-    return _SPAN_OR_IDENTIFIER if identifiers else _SPAN
-
-
-def protect(texts, identifiers: bool = False) -> tf.Tensor:
+def protect(texts) -> tf.Tensor:
     """Normalised ``tf.string`` texts with every verbatim span replaced by :data:`VERBATIM`."""
-    return tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), _spans(identifiers), "\\1" + VERBATIM)
+    return tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), _SPAN, "\\1" + VERBATIM)
 
 
-def verbatim_spans(texts, identifiers: bool = False) -> tf.RaggedTensor:
+def verbatim_spans(texts) -> tf.RaggedTensor:
     """The verbatim spans of normalised texts, in order: ``tf.string [batch, (spans)]``."""
-    marked = tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), _spans(identifiers),
+    marked = tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), _SPAN,
                                       f"\\1{_MARK}\\2{_MARK}")
     parts = tf.strings.split(marked, _MARK)
     # Marked text alternates text, span, text, ...: the spans are the odd parts.

@@ -22,12 +22,9 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.text import IDENTIFIERS, VERBATIM, normalize, one_line, protect, restore, verbatim_spans
+from keras_transformer.text import VERBATIM, normalize, one_line, protect, restore, verbatim_spans
 
 __all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch"]
-
-#: The sampling tokenizers of :meth:`SubwordTokenizer.tokenize`'s ``dropout``, by (model, rate).
-_SAMPLERS: dict[tuple[str, float], tf_text.SentencepieceTokenizer] = {}
 
 
 class SubwordTokenizer(tf.Module):
@@ -56,9 +53,6 @@ class SubwordTokenizer(tf.Module):
         # Trained with the verbatim placeholder (TokenizerConfig.verbatim), the vocabulary holds it
         # as a piece of its own; otherwise it would be byte pieces and unknown as a piece.
         self._copies_verbatim = processor.piece_to_id(VERBATIM) != self._unk_id
-        # TokenizerConfig.verbatim_identifiers: the marker piece says so from inside the model
-        # proto, so a translator and its export protect the same spans as training did.
-        self._copies_identifiers = self._copies_verbatim and processor.piece_to_id(IDENTIFIERS) != self._unk_id
         # The op's resource is shared by node name: unnamed, a source and a target tokenizer get
         # the same name when a SavedModel is loaded and collapse into one (the reloaded parser
         # detokenized tree symbols with the words' model). A name from the model's own bytes is
@@ -104,11 +98,6 @@ class SubwordTokenizer(tf.Module):
         return self._copies_verbatim
 
     @property
-    def copies_identifiers(self) -> bool:
-        """Whether words mixing letters and digits (``MD5``, ``IPv6``) are verbatim spans too."""
-        return self._copies_identifiers
-
-    @property
     def special_ids(self) -> frozenset[int]:
         """Pad, unknown, BOS and EOS ids."""
         return frozenset({self._pad_id, self._unk_id, self._bos_id, self._eos_id})
@@ -117,37 +106,16 @@ class SubwordTokenizer(tf.Module):
         """Every piece of the vocabulary, by id."""
         return [piece.decode("utf-8") for piece in self.id_to_piece(tf.range(self._vocab_size)).numpy()]
 
-    def tokenize(self, strings, dropout: float = 0.0) -> tf.RaggedTensor:
+    def tokenize(self, strings) -> tf.RaggedTensor:
         """UTF-8 strings ``[batch]`` -> int32 ids ``RaggedTensor [batch, (tokens)]``, no BOS/EOS.
 
         The text is normalised first as the training corpus was (:func:`normalize`), so a
         ligature or a no-break space from a user reaches the model as the pieces it was trained
         on. A scalar string gives a 1-D int32 tensor. With :attr:`copies_verbatim` each verbatim
         span is the placeholder piece.
-
-        ``dropout`` > 0 samples a segmentation instead, for training only: BPE-dropout
-        (Provilkov et al., 2020) skips each merge with that probability, so a word comes out
-        in smaller pieces now and then and a new segmentation on every call. A unigram
-        vocabulary samples from its lattice with ``dropout`` as the smoothing ``alpha``
-        (Kudo, 2018).
         """
         text = normalize(tf.convert_to_tensor(strings, dtype=tf.string))
-        text = protect(text, self._copies_identifiers) if self._copies_verbatim else text
-        return self._sampler(dropout).tokenize(text) if dropout else self._sp.tokenize(text)
-
-    def _sampler(self, dropout: float) -> tf_text.SentencepieceTokenizer:
-        if not 0.0 < dropout < 1.0:
-            raise ValueError(f"dropout must be in (0, 1), got {dropout}")
-        key = (self.fingerprint, dropout)
-        if key not in _SAMPLERS:
-            # Made eagerly even when first asked for inside a traced function (a tf.data map), so
-            # that the op's resource outlives the trace; kept off the module, so that an export of
-            # a model trained in this process does not carry a training-only tokenizer.
-            with tf.init_scope():
-                _SAMPLERS[key] = tf_text.SentencepieceTokenizer(
-                    model=self._serialized_model, out_type=tf.int32, nbest_size=-1, alpha=dropout,
-                    add_bos=False, add_eos=False, name=f"sentencepiece_{self.fingerprint}_dropout{dropout:g}")
-        return _SAMPLERS[key]
+        return self._sp.tokenize(protect(text) if self._copies_verbatim else text)
 
     def restore(self, translations, sources) -> tf.Tensor:
         """``translations`` (``tf.string [batch]``, detokenized) with the placeholders replaced by
@@ -157,7 +125,7 @@ class SubwordTokenizer(tf.Module):
         if not self._copies_verbatim:
             return translations
         sources = normalize(tf.convert_to_tensor(sources, tf.string))
-        return restore(translations, verbatim_spans(sources, self._copies_identifiers))
+        return restore(translations, verbatim_spans(sources))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ids -> UTF-8 strings, dropping padding and BOS and everything from the first EOS on,

@@ -4,7 +4,9 @@ Every stage of the pipeline takes a single dataclass (``DownloadConfig``, ``Toke
 ``InputConfig``, ``TrainConfig``, ...). This module turns YAML files or plain dicts into those
 dataclasses, recursing into nested dataclass fields, and rejects unknown keys with an error that
 names the file, the line and the key (and the closest known key), so that a typo fails in one line
-before any work is done.
+before any work is done. A setting (or a value of one) taken out of the product is declared on its
+dataclass (``removed_settings``, ``removed_values``), so that a config still naming it fails in one
+line saying it was removed and why, instead of as a typo.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import yaml
 
+from keras_transformer.models.config import DROPPED  # noqa: F401 (the stage configs' reason too)
+
 T = TypeVar("T")
 
 
@@ -27,17 +31,19 @@ class ConfigError(ValueError):
 
 class SettingError(ConfigError):
     """One setting's value is invalid: raised by a config's ``__post_init__`` checks, so that
-    :func:`from_dict` can point at that setting's own line (or its ``--set``), not its section's."""
+    :func:`from_dict` can point at that setting's own line (or its ``--set``), not its section's;
+    ``at`` names a key inside a dict-valued setting (``train.model``'s ``dropout``)."""
 
-    def __init__(self, config: Any, name: str, why: str, *, within: tuple[str, ...] = ()):
-        self.path = (*within, name)
-        self.config, self.name, self.why = config, name, why
-        super().__init__(f"{type(config).__name__}.{'.'.join(self.path)}={getattr(config, name)!r}: {why}")
+    def __init__(self, config: Any, name: str, why: str, *, within: tuple[str, ...] = (), at: str | None = None):
+        self.path = (*within, name) if at is None else (*within, name, at)
+        self.config, self.name, self.why, self.within, self.at = config, name, why, within, at
+        value = getattr(config, name) if at is None else getattr(config, name)[at]
+        super().__init__(f"{type(config).__name__}.{'.'.join(self.path)}={value!r}: {why}")
 
     def nested_in(self, key: str) -> SettingError:
         """This error one level down, for a copy of a config checked under its setting ``key``
         (``tokenizer.target`` holds the target side's own settings)."""
-        return SettingError(self.config, self.name, self.why, within=(key, *self.path[:-1]))
+        return SettingError(self.config, self.name, self.why, within=(key, *self.within), at=self.at)
 
 
 def _is_dataclass_type(tp: Any) -> bool:
@@ -109,17 +115,37 @@ def _suggestion(unknown: str, known: list[str], prefix: tuple[str, ...]) -> str:
     return f"known: {', '.join(known)}"
 
 
+def removed(cls: type, data: dict[str, Any]) -> tuple[str, str] | None:
+    """``(key, " was removed (why)")`` for the first setting of ``data`` that ``cls`` took out of
+    the product (``"='value' was removed (why)"`` for a removed value), or ``None``. ``cls``
+    declares them: ``removed_settings`` maps a removed key to why it went, ``removed_values`` a
+    still-existing key to ``{removed value: why}``."""
+    for key, value in data.items():
+        why = getattr(cls, "removed_settings", {}).get(key)
+        if why is not None:
+            return key, f" was removed ({why})"
+        values = getattr(cls, "removed_values", {}).get(key, {})
+        if isinstance(value, typing.Hashable) and value in values:
+            return key, f"={value!r} was removed ({values[value]})"
+    return None
+
+
 def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str | Origin = "<dict>",
               _path: tuple[str, ...] = ()) -> T:
     """Builds dataclass ``cls`` from ``data``; nested dataclass fields take nested dicts.
 
     Raises ``ConfigError`` naming ``source`` (with the line, when it is an :class:`Origin` with
-    lines) and the offending key, with the closest known key for an unknown one.
+    lines) and the offending key, with the closest known key for an unknown one and the reason
+    for a removed one (:func:`removed`).
     """
     origin = source if isinstance(source, Origin) else Origin(source)
     data = dict(data or {})
     if not _is_dataclass_type(cls):
         raise TypeError(f"{cls!r} is not a dataclass type")
+    gone = removed(cls, data)
+    if gone is not None:
+        key, message = gone
+        raise ConfigError(f"{origin.where((*_path, key))}{message}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))

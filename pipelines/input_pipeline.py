@@ -6,10 +6,7 @@ training batch contained a set of sentence pairs containing approximately 25000 
 ``tensor2tensor`` does) and gives each bucket the batch size ``tokens_per_batch // L``, ``L``
 being the longest length the bucket admits, so that every batch satisfies
 ``batch_size * padded_length <= tokens_per_batch`` on the source and on the target side. A
-pair's length is the longer of its two sides (``bucket_by: longer``, for translation, where both
-sides cost); a model that only reads the source (the span parser, whose target only labels the
-chart) can bucket by the source alone (``bucket_by: source``), which keeps its source padding low
-(the sample's: 3% against 29%; it bought the span parser no speed, so its configs keep ``longer``).
+pair's length is the longer of its two sides.
 
 Each element is ``((source_ids, target_input_ids), target_output_ids)``, int32, padded with the
 pad id 0::
@@ -32,11 +29,11 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from tqdm import tqdm
 
-from pipelines.config import SettingError
+from pipelines.config import DROPPED, SettingError
 from pipelines.corpus import Corpus
 from pipelines.sentence_pairs import MODES as SENTENCE_PAIRS
 from pipelines.sentence_pairs import with_sentence_pairs
@@ -55,8 +52,6 @@ if TYPE_CHECKING:  # imported where used: reading the settings must not import i
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT_VERSION = 1
-#: The lengths ``InputConfig.bucket_by`` can bucket by.
-BUCKET_BY = ("longer", "source")
 
 
 @dataclasses.dataclass
@@ -76,8 +71,6 @@ class InputConfig:
     min_bucket_length: int = 8
     #: The factor from one bucket boundary to the next when ``bucket_boundaries`` is null (> 1).
     bucket_step: float = 1.1
-    #: The length pairs are bucketed and batches sized by: ``longer``, the longer side.
-    bucket_by: str = "longer"
     #: Training examples shuffled together (with ``seed``).
     shuffle_buffer: int = 10000
     #: Seed of the shuffling.
@@ -95,9 +88,13 @@ class InputConfig:
     #: those sentence pairs (``pipelines.sentence_pairs``); ``none``: paragraphs whole. Validation and test stay
     #: whole.
     sentence_pairs: str = "none"
-    #: BPE-dropout: the probability of skipping a merge when the training pairs are segmented anew on every pass (0:
-    #: off).
-    subword_dropout: float = 0.0
+
+    #: Settings and values taken out of the product: a config naming one fails saying so.
+    removed_settings: ClassVar[dict[str, str]] = {
+        "subword_dropout": DROPPED,
+        "bucket_by": f"batches are bucketed by the longer side; bucket_by: source {DROPPED}",
+    }
+    removed_values: ClassVar[dict[str, dict[str, str]]] = {"sentence_pairs": {"add": DROPPED, "only_aligned": DROPPED}}
 
     def __post_init__(self) -> None:
         if self.max_length < 2:
@@ -113,12 +110,8 @@ class InputConfig:
                 raise SettingError(self, "bucket_boundaries", f"must not exceed max_length ({self.max_length})")
         if self.bucket_step <= 1.0:
             raise SettingError(self, "bucket_step", "must be > 1")
-        if self.bucket_by not in BUCKET_BY:
-            raise SettingError(self, "bucket_by", f"must be one of {', '.join(BUCKET_BY)}")
         if self.sentence_pairs not in SENTENCE_PAIRS:
             raise SettingError(self, "sentence_pairs", f"must be one of {', '.join(SENTENCE_PAIRS)}")
-        if not 0.0 <= self.subword_dropout < 1.0:
-            raise SettingError(self, "subword_dropout", "must be in [0, 1): the probability of skipping a merge")
 
     def boundaries(self) -> list[int]:
         """The bucket boundaries in use (explicit, or the geometric default)."""
@@ -138,16 +131,14 @@ class InputConfig:
 
 
 def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
-               sentence_pairs: str = "none", text: bool = False) -> Path:
-    """The TFRecord file of ``split``'s ids (and text), named by a hash of everything that determines them."""
+               sentence_pairs: str = "none") -> Path:
+    """The TFRecord file of ``split``'s ids, named by a hash of everything that determines them."""
     source_tok, target_tok = as_vocabulary(tokenizers)
     parts = [str(CACHE_FORMAT_VERSION), corpus.fingerprint(split), source_tok.fingerprint, target_tok.fingerprint]
     if sentence_pairs != "none":  # the caches written before the setting keep their names
         from keras_transformer.decoding.sentences import SPLIT_VERSION
 
         parts.append(f"sentence_pairs={sentence_pairs},split={SPLIT_VERSION}")
-    if text:
-        parts.append("text")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     cache_dir = Path(config.cache_dir) if config.cache_dir else corpus.directory / "cache"
     return cache_dir / f"{corpus.language_pair}.{split}.{key}.tfrecord"
@@ -159,29 +150,22 @@ def _int64_feature(values) -> tf.train.Feature:
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
-def _bytes_feature(value: str) -> tf.train.Feature:
-    import tensorflow as tf
-
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
-
-
 def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
-                sentence_pairs: str = "none", text: bool = False) -> Path:
+                sentence_pairs: str = "none") -> Path:
     """Tokenizes ``split`` once into its TFRecord cache (atomically); returns the file.
 
-    ``sentence_pairs`` adds or substitutes the paragraphs' sentence pairs
+    ``sentence_pairs`` substitutes the paragraphs' sentence pairs
     (:func:`~pipelines.sentence_pairs.with_sentence_pairs`); the training split's cache is built so.
 
     Each record is a ``tf.train.Example`` with int64 lists ``source`` and ``target`` holding the
     subword ids without BOS/EOS (those are added when reading, so the cache does not depend on
-    the special-token layout or on ``max_length``); with ``text``, the pair's strings too
-    (``source_text``, ``target_text``), for ``subword_dropout``. The pairs' lengths go beside it
+    the special-token layout or on ``max_length``). The pairs' lengths go beside it
     (:func:`lengths_path`), so that :func:`length_report` need not read the whole cache.
     """
     import numpy as np
     import tensorflow as tf
 
-    path = cache_path(corpus, split, tokenizers, config, sentence_pairs, text)
+    path = cache_path(corpus, split, tokenizers, config, sentence_pairs)
     if path.is_file():
         return path
     source_tok, target_tok = as_vocabulary(tokenizers)
@@ -207,11 +191,9 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
                     break
                 source_ids = source_tok.tokenize([s for s, _ in chunk])
                 target_ids = target_tok.tokenize([t for _, t in chunk])
-                for (source, target), s, t in zip(chunk, source_ids.to_list(), target_ids.to_list()):
+                for s, t in zip(source_ids.to_list(), target_ids.to_list()):
                     lengths.append((len(s), len(t)))
                     feature = {"source": _int64_feature(s), "target": _int64_feature(t)}
-                    if text:
-                        feature.update(source_text=_bytes_feature(source), target_text=_bytes_feature(target))
                     writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
         if n != total:
             raise DataError(f"{corpus.directory}: split '{split}' has {n} pairs, manifest says "
@@ -254,8 +236,7 @@ def example_lengths(corpus: Corpus, split: str, tokenizers: Tokenizers, config: 
     import numpy as np
     import tensorflow as tf
 
-    cache = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none",
-                        text=training and config.subword_dropout > 0)
+    cache = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
     if lengths_path(cache).is_file():
         return np.load(lengths_path(cache))
     sizes = cache_records(cache).map(
@@ -290,42 +271,25 @@ def _parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.cast(features["source"], tf.int32), tf.cast(features["target"], tf.int32)
 
 
-def _parse_text(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    import tensorflow as tf
-
-    features = tf.io.parse_single_example(record, {
-        "source_text": tf.io.FixedLenFeature([], tf.string), "target_text": tf.io.FixedLenFeature([], tf.string)})
-    return features["source_text"], features["target_text"]
-
-
 def token_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                    training: bool) -> tf.data.Dataset:
-    """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training;
-    tokenized anew on every pass with ``subword_dropout``."""
+    """``(source tokens, target tokens)`` from the cache, length-filtered, shuffled if training."""
     import tensorflow as tf
 
     source_tok, target_tok = as_vocabulary(tokenizers)
-    dropout = config.subword_dropout if training else 0.0
-    path = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none",
-                       text=dropout > 0)
+    path = build_cache(corpus, split, tokenizers, config, config.sentence_pairs if training else "none")
     # +1: EOS on the source and on the target output, BOS on the target input.
     limit = config.max_length - 1
 
     def fits(source, target):
         return tf.logical_and(tf.size(source) <= limit, tf.size(target) <= limit)
 
-    dataset = cache_records(path).map(_parse_text if dropout else _parse, num_parallel_calls=tf.data.AUTOTUNE)
-    if not dropout:
-        dataset = dataset.filter(fits)
+    dataset = cache_records(path).map(_parse, num_parallel_calls=tf.data.AUTOTUNE).filter(fits)
     if training:
         dataset = dataset.shuffle(config.shuffle_buffer, seed=config.seed,
                                   reshuffle_each_iteration=True)
         if config.repeat:
             dataset = dataset.repeat()
-    if dropout:  # after the repeat: every pass samples its own segmentation
-        dataset = dataset.batch(256).map(
-            lambda s, t: (source_tok.tokenize(s, dropout), target_tok.tokenize(t, dropout)),
-            num_parallel_calls=tf.data.AUTOTUNE).unbatch().filter(fits)
     eos_s, bos_t, eos_t = source_tok.eos_id, target_tok.bos_id, target_tok.eos_id
 
     def add_specials(source, target):
@@ -357,8 +321,6 @@ def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inp
     dataset = token_dataset(corpus, split, tokenizers, config, training)
 
     def length(inputs, target_out):
-        if config.bucket_by == "source":
-            return tf.shape(inputs[0])[0]
         return tf.maximum(tf.shape(inputs[0])[0], tf.shape(target_out)[0])
 
     dataset = dataset.bucket_by_sequence_length(

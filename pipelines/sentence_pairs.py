@@ -5,10 +5,8 @@ A DDTP description is a paragraph; the decoding can translate it sentence by sen
 while it trained on paragraphs, 789 of which (14% of the training tokens) were longer than
 ``max_length`` and dropped. When both sides of a paragraph pair split into the same number of
 sentences (5,290 of the 6,693 multi-sentence training pairs), the i-th sentences are taken as
-translations of each other: ``add`` keeps the paragraph and adds its sentence pairs, ``only``
-trains on the sentence pairs instead of such a paragraph. Paragraphs whose sides split unequally
-stay whole, except with ``only_aligned``, which drops them: decoding cuts their sources into
-sentences all the same, so whole they teach inputs the model is never given. Both sides are cut by
+translations of each other: ``only`` trains on the sentence pairs instead of such a paragraph.
+Paragraphs whose sides split unequally stay whole. Both sides are cut by
 the decoding's own splitter, list items too (their bullets set aside as the decoding sets them aside),
 so training sees what decoding cuts.
 """
@@ -18,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 #: ``InputConfig.sentence_pairs``: the paragraphs as they are, or with their sentence pairs.
-MODES = ("none", "add", "only", "only_aligned")
+MODES = ("none", "only")
 
 
 def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
@@ -34,12 +32,10 @@ def with_sentence_pairs(pairs: Iterable[tuple[str, str]], mode: str,
         sources = _sentences([s for s, _ in chunk])
         targets = _sentences([t for _, t in chunk])
         for pair, source, target in zip(chunk, sources, targets):
-            aligned = 1 < len(source) == len(target)
-            dropped = mode == "only_aligned" and len(source) != len(target)
-            if mode == "add" or (not aligned and not dropped):
-                yield pair
-            if aligned:
+            if 1 < len(source) == len(target):
                 yield from ((s.decode(), t.decode()) for s, t in zip(source, target))
+            else:
+                yield pair
 
 
 def _sentences(texts: list[str]) -> list[list[bytes]]:

@@ -27,12 +27,12 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sentencepiece as spm
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.config import SettingError
+from pipelines.config import DROPPED, SettingError, removed
 from pipelines.corpus import Corpus, sha256_bytes
 from pipelines.vocabulary import Vocabulary
 
@@ -72,14 +72,18 @@ class TokenizerConfig:
     #: URLs, e-mail addresses and paths become one placeholder piece, which the Translator and the export fill with
     #: the source's span (the translation configs).
     verbatim: bool = False
-    #: Also words that mix letters and digits (``MD5``, ``IPv6``); needs ``verbatim``.
-    verbatim_identifiers: bool = False
     #: With ``shared: false``: the target side's settings that differ, e.g. ``{model_type: word, vocab_size: 200}``
     #: for the parse trees (``tokenizer.target``).
     target: dict[str, Any] | None = None
 
+    #: Settings taken out of the product: a config naming one fails saying so.
+    removed_settings: ClassVar[dict[str, str]] = {"verbatim_identifiers": DROPPED}
+
     def __post_init__(self) -> None:
         if self.target:
+            gone = removed(type(self), self.target)
+            if gone is not None:
+                raise SettingError(self, "target", f"{gone[0]}{gone[1]}", at=gone[0])
             if self.shared:
                 raise SettingError(self, "target", "needs shared: false (one vocabulary has one model)")
             allowed = {f.name for f in dataclasses.fields(self)} - {"target", "shared"}
@@ -95,8 +99,6 @@ class TokenizerConfig:
         minimum = 4 + (256 if self.byte_fallback else 0) + 1
         if self.vocab_size < minimum:
             raise SettingError(self, "vocab_size", f"must be at least {minimum} with these settings")
-        if self.verbatim_identifiers and not self.verbatim:
-            raise SettingError(self, "verbatim_identifiers", "needs verbatim: true (identifiers are verbatim spans)")
         if self.character_coverage is not None and not 0 < self.character_coverage <= 1:
             raise SettingError(self, "character_coverage", "must be in (0, 1]")
 
@@ -107,7 +109,7 @@ class TokenizerConfig:
 
 def _trainer_kwargs(config: TokenizerConfig) -> dict:
     # TensorFlow: imported when training, not with the config
-    from keras_transformer.text import IDENTIFIERS, VERBATIM
+    from keras_transformer.text import VERBATIM
 
     word = config.model_type == "word"
     return dict(
@@ -131,8 +133,7 @@ def _trainer_kwargs(config: TokenizerConfig) -> dict:
         max_sentence_length=16384,
         # A word vocabulary holds what occurs; vocab_size only caps it.
         hard_vocab_limit=not word,
-        user_defined_symbols=[symbol for symbol, on in ((VERBATIM, config.verbatim),
-                                                        (IDENTIFIERS, config.verbatim_identifiers)) if on],
+        user_defined_symbols=[VERBATIM] if config.verbatim else [],
     )
 
 
@@ -145,7 +146,7 @@ def _protected(sentences: Iterator[str], config: TokenizerConfig, batch: int = 4
     from keras_transformer.text import protect
 
     while chunk := list(itertools.islice(sentences, batch)):
-        yield from (line.decode("utf-8") for line in protect(chunk, config.verbatim_identifiers).numpy())
+        yield from (line.decode("utf-8") for line in protect(chunk).numpy())
 
 
 def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Path,
@@ -190,9 +191,8 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.asdict(config)
-    for setting in ("verbatim", "verbatim_identifiers"):  # the tokenizers trained before them stay up to date
-        if not settings[setting]:
-            del settings[setting]
+    if not settings["verbatim"]:  # the tokenizers trained before it stay up to date
+        del settings["verbatim"]
 
     def fingerprint(langs: tuple[str, ...]) -> dict:
         return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)

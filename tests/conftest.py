@@ -80,13 +80,3 @@ def verbatim_tokenizer(ddtp_corpus, tmp_path_factory):
     config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000, verbatim=True)
     return SubwordTokenizer(train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("verbatim")).source)
 
-
-@pytest.fixture(scope="session")
-def identifier_tokenizer_model(ddtp_corpus, tmp_path_factory):
-    """A SentencePiece model trained with ``verbatim_identifiers: true`` too: words mixing letters and
-    digits (MD5, IPv6) are placeholders as well."""
-    from pipelines.tokenization import TokenizerConfig, train_tokenizer
-
-    config = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000, verbatim=True,
-                             verbatim_identifiers=True)
-    return train_tokenizer(ddtp_corpus, config, tmp_path_factory.mktemp("identifiers")).source

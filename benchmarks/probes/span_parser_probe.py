@@ -164,7 +164,7 @@ def mean_loss(model, examples, word_starts: np.ndarray | None = None) -> float:
         if word_starts is not None:
             start, other = np.flatnonzero(word_starts)[0], np.flatnonzero(word_starts == 0)[-1]
             source = np.where(word_starts[source] == 1, start, np.where(source > 0, other, 0)).astype(np.int32)
-        loss = span_parser_loss(model(tf.constant(source), training=False), spans, tags, model.config.span_loss)
+        loss = span_parser_loss(model(tf.constant(source), training=False), spans, tags)
         total += float(loss) * len(group)
         count += len(group)
     return total / count
@@ -186,7 +186,7 @@ def train(model, examples, minutes: float, words_per_batch: int, warmup: int, sc
                                   tf.TensorSpec([None, None], tf.int32)])
     def step(source, spans, tags):
         with tf.GradientTape() as tape:
-            loss = span_parser_loss(model(source, training=True), spans, tags, model.config.span_loss)
+            loss = span_parser_loss(model(source, training=True), spans, tags)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
@@ -295,10 +295,6 @@ def main(argv=None) -> int:
         result["source_check_passed"] = result["loss"]["source_zeroed"] > result["loss"]["with_source"] + 1.0
     else:
         result.update(dev_and_test(ChartParser(model, tokenizer), splits, vocab))
-        # The same weights decoded the other way (each span's own log-odds, or its tree marginal's).
-        other = "marginals" if model.config.chart_scores == "log_odds" else "log_odds"
-        twin = model.with_chart_scores(other)
-        result[f"chart_scores_{other}"] = dev_and_test(ChartParser(twin, tokenizer), splits, vocab)
         model.with_bias(result["dev"]["bias"])  # the saved model decodes as scored
         result["dev"]["loss"] = mean_loss(model, examples["dev"])
     if args.save:

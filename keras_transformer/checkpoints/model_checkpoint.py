@@ -174,7 +174,8 @@ def build_model(info: dict[str, Any], dtype=None) -> Transformer:
     """A new, built model of the architecture recorded in ``info`` (a ``Transformer`` unless it
     names another; files written before architectures were recorded hold Transformers)."""
     architecture = info.get("architecture", "transformer")
-    config = config_class(architecture)(**info["config"])
+    config_type = config_class(architecture)
+    config = config_type(**config_type.saved_settings(info["config"]))
     model = build_architecture(architecture, config, dtype=dtype)
     if info.get("preset") in preset_names() and hasattr(model, "decoding"):
         # The averaged model a run saves then decodes as its preset does (its model.keras keeps it).

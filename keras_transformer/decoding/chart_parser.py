@@ -26,22 +26,21 @@ def span_scores(model, source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """The model's outputs as decoding reads them: span label log-probabilities ``[batch, n + 1,
     n + 1, labels]`` (float32) and the best tag ids ``[batch, n]`` (int32).
 
-    With ``chart_scores: marginals``, the empty label's log-probability is replaced by that of the
-    span not being a constituent of the tree, ``log(1 - m (1 - p_0))``, ``m`` the span's tree
-    marginal under the tree CRF: the chart search then adds up the marginals' log-odds (minimum
-    Bayes risk decoding, supar's ``--mbr``); the labels keep their own probabilities.
+    The empty label's log-probability is replaced by that of the span not being a constituent of
+    the tree, ``log(1 - m (1 - p_0))``, ``m`` the span's tree marginal under the tree CRF: the chart
+    search then adds up the marginals' log-odds (minimum Bayes risk decoding, supar's ``--mbr``;
+    Zhang, Zhou & Li 2020, section 3.3); the labels keep their own probabilities.
     """
+    from keras_transformer.training.tree_crf import span_marginals
+
     outputs = model(source_ids, training=False)
     log_probs = tf.nn.log_softmax(outputs["spans"])
-    if model.config.chart_scores == "marginals":
-        from keras_transformer.training.tree_crf import span_marginals
-
-        lengths = model.word_index(source_ids)[2]
-        empty = log_probs[..., 0]
-        # -log p_0 = log sum_l exp(s_l - s_0): the CRF's span potential.
-        inside = span_marginals(-empty, tf.maximum(lengths, 1)) * -tf.math.expm1(empty)
-        not_constituent = tf.math.log(tf.clip_by_value(1.0 - inside, 1e-7, 1.0))
-        log_probs = tf.concat([not_constituent[..., None], log_probs[..., 1:]], axis=-1)
+    lengths = model.word_index(source_ids)[2]
+    empty = log_probs[..., 0]
+    # -log p_0 = log sum_l exp(s_l - s_0): the CRF's span potential.
+    inside = span_marginals(-empty, tf.maximum(lengths, 1)) * -tf.math.expm1(empty)
+    not_constituent = tf.math.log(tf.clip_by_value(1.0 - inside, 1e-7, 1.0))
+    log_probs = tf.concat([not_constituent[..., None], log_probs[..., 1:]], axis=-1)
     return log_probs, tf.argmax(outputs["tags"], axis=-1, output_type=tf.int32)
 
 

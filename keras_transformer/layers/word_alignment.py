@@ -16,11 +16,11 @@ whole shifted target) and in incremental decoding (the running slot count is par
 cache and follows the beams), and it is the count the bracket constraint keeps
 (:class:`~keras_transformer.decoding.constraints.BracketConstraint`: slots left = words - slots written).
 
-With ``tagger`` the layer also classifies each word's encoder state into a slot token (its POS
-tag), the tagger head of multi-task parsers (Vinyals et al. 2015 drop tags from the tree; here
-the tag is the word's, predicted from its state): ``auxiliary`` trains it beside the decoder
-(:func:`tagging_loss`), which pushes the encoder to hold each word's category; ``fused`` also adds
-its logits to the decoder's at every step, a direct path from the current word to its tag.
+With ``tagger: fused`` the layer also classifies each word's encoder state into a slot token (its
+POS tag), the tagger head of multi-task parsers (Vinyals et al. 2015 drop tags from the tree; here
+the tag is the word's, predicted from its state): trained beside the decoder (:func:`tagging_loss`),
+which pushes the encoder to hold each word's category, its logits are also added to the decoder's
+at every step, a direct path from the current word to its tag.
 
 Word starts are the source pieces SentencePiece marks with ``▁`` (it never merges across
 whitespace); slots are the target pieces that are neither brackets nor special tokens. Both are
@@ -76,7 +76,7 @@ class WordAlignment(keras.layers.Layer):
         word_start_ids: source ids of pieces that begin a word.
         slot_ids: target ids of slot tokens (one per word).
         source_vocab_size, target_vocab_size: vocabulary sizes (the tables' lengths).
-        tagger: ``none``, ``auxiliary`` or ``fused`` (module docstring).
+        tagger: ``none`` or ``fused`` (module docstring).
         word_pieces: a word's state is its ``first`` piece's, or the ``mean`` of its pieces' (the
             suffix of a word the tagger has not seen tells its tag); ``special_ids`` (pad, BOS,
             EOS) belong to no word.

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
-TAGGERS = ("none", "auxiliary", "fused")
-SPAN_LOSSES = ("local", "tree_crf")
-#: What the chart search adds up: each span's own constituent log-odds, or those of its marginal
-#: probability of being a constituent under the tree CRF (minimum Bayes risk decoding).
-CHART_SCORES = ("log_odds", "marginals")
+TAGGERS = ("none", "fused")
 WORD_PIECES = ("first", "mean")
+#: Why most removed settings went: what a config still naming one is told.
+DROPPED = 'it lost in every measurement; see benchmarks/results/README.md, "Tried and dropped"'
 
 
 def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
@@ -25,7 +24,41 @@ def head_size(d_model: int, num_heads: int, size: int | None = None) -> int:
 
 
 class _VocabularyChecks:
-    """What both architectures share: the vocabulary sizes and special ids checked against the tokenizers."""
+    """What both architectures share: the vocabulary sizes and special ids checked against the
+    tokenizers, and the settings taken out of the product."""
+
+    #: A removed setting -> why it went: a preset or override still naming it fails saying so.
+    removed_settings: ClassVar[dict[str, str]] = {}
+    #: A setting -> {its removed value: why it went}.
+    removed_values: ClassVar[dict[str, dict[Any, str]]] = {}
+    #: A removed setting -> its value that is what the model now always does: a saved model
+    #: recording that value loads (:meth:`saved_settings`).
+    kept_behaviour: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def removed_setting(cls, settings: dict[str, Any]) -> tuple[str, str] | None:
+        """``(key, why it was removed)`` for the first removed setting or value in ``settings``,
+        else ``None``."""
+        for key, value in settings.items():
+            if key in cls.removed_settings:
+                return key, cls.removed_settings[key]
+            values = cls.removed_values.get(key, {})
+            if isinstance(value, str) and value in values:
+                return key, values[value]
+        return None
+
+    @classmethod
+    def saved_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` as a saved model recorded them, without the removed settings it recorded
+        at the behaviour kept (a span parser saved with ``span_loss: tree_crf``)."""
+        return {k: v for k, v in settings.items()
+                if not (k in cls.kept_behaviour and v == cls.kept_behaviour[k])}
+
+    def _check_removed_values(self) -> None:
+        for name, values in self.removed_values.items():
+            value = getattr(self, name)
+            if isinstance(value, str) and value in values:
+                raise ValueError(f"Invalid model setting `{name}`={value!r}: was removed ({values[value]})")
 
     def check_tokenizer(self, tokenizer, side: str = "target") -> None:
         """Raises ValueError unless ``tokenizer``'s size and special ids are this model's.
@@ -119,9 +152,13 @@ class TransformerConfig(_VocabularyChecks):
     #: The end-of-sequence id (the tokenizer's; checked against it).
     eos_id: int = 3
 
+    removed_values: ClassVar[dict[str, dict[Any, str]]] = {"tagger": {"auxiliary": DROPPED}}
+
     def __post_init__(self):
         def fail(setting, value, why):
             raise ValueError(f"Invalid Transformer setting `{setting}`={value!r}: {why}")
+
+        self._check_removed_values()
 
         if self.vocab_size is not None:
             for name in ("source_vocab_size", "target_vocab_size"):
@@ -253,15 +290,9 @@ class SpanParserConfig(_VocabularyChecks):
     #: With ``char_dim``: a piece hidden by piece dropout keeps its characters, so a word whose pieces are all hidden
     #: is read from its spelling alone.
     spell_dropped: bool = False
-    #: ``local`` cross-entropy over every span, or ``tree_crf``, the gold tree's probability among all trees.
-    span_loss: str = "local"
-    #: What the chart search adds up: each span's ``log_odds``, or the tree CRF's ``marginals``.
-    chart_scores: str = "log_odds"
     #: Layers of bidirectional LSTMs over the word states whose halves are the fenceposts the spans are read from
     #: (Stern et al. 2017, supar's parser); 0: none.
     word_lstm: int = 0
-    #: Width of a biaffine bracket scorer over the fenceposts; 0: none.
-    span_biaffine: int = 0
     #: The source vocabulary's pieces by id, the characters ``char_dim`` reads; the training stage reads them off the
     #: tokenizer.
     source_pieces: tuple[str, ...] = ()
@@ -276,6 +307,15 @@ class SpanParserConfig(_VocabularyChecks):
     bos_id: int = 2
     #: The end-of-sequence id (the tokenizer's; checked against it).
     eos_id: int = 3
+
+    removed_settings: ClassVar[dict[str, str]] = {
+        "span_biaffine": DROPPED,
+        "span_loss": f"the spans are trained with the tree CRF; the local loss {DROPPED.removeprefix('it ')}",
+        "chart_scores": f"the chart search adds up the tree CRF's marginals; the spans' own log-odds "
+                        f"{DROPPED.removeprefix('it ')}",
+    }
+    kept_behaviour: ClassVar[dict[str, Any]] = {"span_biaffine": 0, "span_loss": "tree_crf",
+                                                "chart_scores": "marginals"}
 
     def __post_init__(self):
         def fail(setting, value, why):
@@ -299,18 +339,12 @@ class SpanParserConfig(_VocabularyChecks):
             fail("piece_dropout", self.piece_dropout, "must be in [0, 1)")
         if not isinstance(self.char_dim, int) or isinstance(self.char_dim, bool) or self.char_dim < 0:
             fail("char_dim", self.char_dim, "must be a non-negative integer (0: no character CNN)")
-        for name in ("word_lstm", "span_biaffine"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                fail(name, value, "must be a non-negative integer (0: none)")
+        if not isinstance(self.word_lstm, int) or isinstance(self.word_lstm, bool) or self.word_lstm < 0:
+            fail("word_lstm", self.word_lstm, "must be a non-negative integer (0: none)")
         if not isinstance(self.spell_dropped, bool):
             fail("spell_dropped", self.spell_dropped, "must be true or false")
         if self.spell_dropped and not self.char_dim:
             fail("spell_dropped", self.spell_dropped, "keeps the words' spelling: set char_dim too")
-        if self.span_loss not in SPAN_LOSSES:
-            fail("span_loss", self.span_loss, f"use one of {SPAN_LOSSES}")
-        if self.chart_scores not in CHART_SCORES:
-            fail("chart_scores", self.chart_scores, f"use one of {CHART_SCORES}")
         for name in ("labels", "tags", "source_pieces"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):

@@ -101,7 +101,13 @@ class Preset:
         return config_class(self.architecture)
 
     def model_config(self, **overrides) -> TransformerConfig:
-        """The preset's architecture with ``overrides`` (e.g. ``vocab_size``) applied."""
+        """The preset's architecture with ``overrides`` (e.g. ``vocab_size``) applied; a setting
+        taken out of the product fails saying so."""
+        settings = {**self.model, **overrides}
+        gone = self.config_class.removed_setting(settings)
+        if gone is not None:
+            key, why = gone
+            raise ValueError(f"preset '{self.name}': model setting `{key}`={settings[key]!r} was removed ({why})")
         names = self.config_class.field_names()
         unknown = sorted(set(overrides) - names)
         if unknown:
@@ -109,7 +115,7 @@ class Preset:
                 f"Unknown model setting(s) {unknown} for preset '{self.name}'; "
                 f"known settings are {sorted(names)}"
             )
-        return self.config_class(**{**self.model, **overrides})
+        return self.config_class(**settings)
 
 
 def _merge(base: dict, override: dict) -> dict:

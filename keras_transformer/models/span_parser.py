@@ -6,17 +6,16 @@ and replace the decoder with a span classifier: a span ``(i, j)`` (words ``i .. 
 off the fenceposts around it, ``[f_j - f_i ; b_i+1 - b_j+1]`` of the two halves of each word's
 state (with learned start and end sentinels), a small MLP scores it for every label and for "no
 constituent" (label 0), and a chart search (``pipelines.tasks.parsing.chart``) picks the best
-tree. Trained with cross-entropy on every span independently (the local model of Teng & Zhang
-2018), or (``span_loss: tree_crf``) on the gold tree's probability among all trees
-(``keras_transformer.training.tree_crf``); either way a step costs one encoder pass and no
-decoding loop; the chart search adds up each span's own log-odds or (``chart_scores: marginals``)
-those of its probability of being in the tree under the tree CRF. POS tags come from a classifier
+tree. Trained on the gold tree's probability among all trees (the tree CRF of Zhang, Zhou & Li
+2020, ``keras_transformer.training.tree_crf``), a step costs one encoder pass and no decoding loop;
+the chart search adds up the log-odds of each span's probability of being in the tree under the
+tree CRF (minimum Bayes risk decoding). POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
 pieces' (``word_pieces``). With ``char_dim``, each word's spelling (a character CNN,
 ``keras_transformer.layers.word_characters``; K&K's section 5.1) is added to its pieces' embeddings;
 with ``spell_dropped``, piece dropout hides a piece's embedding but not its characters.
 Optionally the spans are read as supar's parser reads them: from bidirectional LSTMs over the word
-states (``word_lstm``), with a biaffine bracket score added (``span_biaffine``).
+states (``word_lstm``).
 
 Inputs: ``source_ids`` ``[batch, pieces]`` padded with ``pad_id``. Outputs: ``{"spans": [batch,
 n + 1, n + 1, num_labels], "tags": [batch, n, num_tags]}`` float32 logits, ``n`` the batch's
@@ -56,6 +55,10 @@ class SpanParser(keras.Model):
     def __init__(self, source_vocab_size: int | None = None, labels: Sequence[str] = (), tags: Sequence[str] = (),
                  word_start_ids: Sequence[int] = (), **settings):
         names = SpanParserConfig.field_names()
+        settings = SpanParserConfig.saved_settings(settings)
+        gone = SpanParserConfig.removed_setting(settings)
+        if gone is not None:
+            raise ValueError(f"Invalid span parser setting `{gone[0]}`={settings[gone[0]]!r}: was removed ({gone[1]})")
         kwargs = {k: settings.pop(k) for k in list(settings) if k not in names}
         super().__init__(**kwargs)
         self.config = SpanParserConfig(source_vocab_size=source_vocab_size, labels=labels, tags=tags,
@@ -106,10 +109,6 @@ class SpanParser(keras.Model):
         self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True, name="lstm"),
                                                       name=f"word_lstm_{i}") for i in range(c.word_lstm)]
         self.lstm_dropout = keras.layers.Dropout(c.dropout)
-        self.biaffine_left = self.biaffine_right = None
-        if c.span_biaffine:
-            self.biaffine_left = keras.layers.Dense(c.span_biaffine, activation="relu", name="biaffine_left")
-            self.biaffine_right = keras.layers.Dense(c.span_biaffine, activation="relu", name="biaffine_right")
         self._half = half
 
     @classmethod
@@ -152,11 +151,6 @@ class SpanParser(keras.Model):
         self.tag_output.build(hidden)
         for lstm in self.word_lstms:
             lstm.build(hidden)
-        if self.biaffine_left is not None:
-            k = self.config.span_biaffine
-            self.biaffine_left.build(hidden)
-            self.biaffine_right.build(hidden)
-            self.biaffine = self.add_weight(name="biaffine", shape=(k + 1, k + 1), initializer="zeros")
         self.built = True
 
     def get_build_config(self):
@@ -256,19 +250,7 @@ class SpanParser(keras.Model):
         # [batch, i, j, h]: f_j - f_i + b_i+1 - b_j+1
         spans = (forward[:, None, :, :] - forward[:, :, None, :]) + (backward[:, :, None, :] - backward[:, None, :, :])
         spans = self.span_output(ops.relu(self.span_norm(spans)))
-        if self.biaffine_left is not None:
-            brackets = ops.cast(self.brackets(fence, n), spans.dtype)[..., None]
-            spans = ops.concatenate([spans[..., :1], spans[..., 1:] + brackets], axis=-1)
         return {"spans": ops.cast(spans, "float32"), "tags": ops.cast(tags, "float32")}
-
-    def brackets(self, fence, n):
-        """``[batch, n + 1, n + 1]`` biaffine bracket scores ``[l_i; 1]^T W [r_j; 1]`` of the boundaries
-        ``[f_i; b_i+1]``, fenceposts ``i, j`` = 0 .. n (``span_biaffine``)."""
-        boundaries = ops.concatenate([fence[:, : n + 1, : self._half], fence[:, 1:, self._half:]], axis=-1)
-        left, right = self.biaffine_left(boundaries), self.biaffine_right(boundaries)
-        ones = ops.ones_like(left[..., :1])
-        left, right = ops.concatenate([left, ones], axis=-1), ops.concatenate([right, ones], axis=-1)
-        return ops.einsum("bik,kl,bjl->bij", left, ops.cast(self.biaffine, left.dtype), right)
 
     def compile(self, optimizer="auto", **kwargs):
         """``keras.Model.compile``; ``"auto"`` is section 5.3's Adam on equation (3) with the
@@ -283,7 +265,7 @@ class SpanParser(keras.Model):
         super().compile(optimizer=optimizer, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return span_parser_loss(y_pred, y["spans"], y["tags"], self.config.span_loss)
+        return span_parser_loss(y_pred, y["spans"], y["tags"])
 
     @property
     def bias(self) -> float:
@@ -294,35 +276,19 @@ class SpanParser(keras.Model):
         """Sets the decoding bias (recorded in ``get_config``, so a saved model keeps it)."""
         self.config = dataclasses.replace(self.config, bias=float(bias))
 
-    def with_chart_scores(self, chart_scores: str) -> SpanParser:
-        """A copy of this parser, same weights, whose chart search adds up ``chart_scores``
-        (``log_odds`` or ``marginals``): the two decodings of one trained model, side by side."""
-        twin = SpanParser.from_config({**self.get_config(), "chart_scores": chart_scores})
-        twin.build()
-        twin.set_weights(self.get_weights())
-        return twin
-
     def get_config(self):
         config = super().get_config()
         config.update(self.config.to_dict())
         return config
 
 
-def span_parser_loss(outputs, span_labels, tag_labels, span_loss: str = "local"):
-    """Mean cross-entropy over the real spans (``local``; ``tree_crf``: the gold trees' negative
-    log-probabilities per word) plus over the real words (``IGNORE`` elsewhere)."""
+def span_parser_loss(outputs, span_labels, tag_labels):
+    """The gold trees' negative log-probabilities under the tree CRF per word, plus the mean
+    cross-entropy of the tags over the real words (``IGNORE`` elsewhere)."""
+    from keras_transformer.training.tree_crf import tree_crf_losses
 
-    def masked(logits, labels):
-        labels = ops.cast(labels, "int32")
-        keep = ops.cast(ops.not_equal(labels, IGNORE), "float32")
-        losses = keras.losses.sparse_categorical_crossentropy(ops.maximum(labels, 0), logits, from_logits=True)
-        return ops.sum(losses * keep) / ops.maximum(ops.sum(keep), 1.0)
-
-    if span_loss == "tree_crf":
-        from keras_transformer.training.tree_crf import tree_crf_losses
-
-        words = ops.sum(ops.cast(ops.not_equal(ops.cast(tag_labels, "int32"), IGNORE), "float32"))
-        spans = ops.sum(tree_crf_losses(outputs["spans"], span_labels)) / ops.maximum(words, 1.0)
-    else:
-        spans = masked(outputs["spans"], span_labels)
-    return spans + masked(outputs["tags"], tag_labels)
+    tag_labels = ops.cast(tag_labels, "int32")
+    keep = ops.cast(ops.not_equal(tag_labels, IGNORE), "float32")
+    words = ops.maximum(ops.sum(keep), 1.0)
+    tags = keras.losses.sparse_categorical_crossentropy(ops.maximum(tag_labels, 0), outputs["tags"], from_logits=True)
+    return ops.sum(tree_crf_losses(outputs["spans"], span_labels)) / words + ops.sum(tags * keep) / words

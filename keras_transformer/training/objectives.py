@@ -4,8 +4,8 @@ A step accumulates the gradients of several batches on several replicas and divi
 global count of the objective's unit (section 5.1's token batching), so each objective returns
 sums and its count, never means. :class:`TranslationObjective` is section 5.4's label-smoothed
 cross-entropy per target token (plus the word tagger's, for a parser with one);
-:class:`SpanObjective` is the span parser's (Kitaev & Klein 2018) cross-entropy over every span
-and every word, per word. Both read the same batches ``((source, target_in), target_out)``.
+:class:`SpanObjective` is the span parser's (Kitaev & Klein 2018) tree CRF loss (Zhang, Zhou & Li
+2020) and tag cross-entropy, per word. Both read the same batches ``((source, target_in), target_out)``.
 :func:`objective_for` picks the model's.
 """
 
@@ -36,17 +36,13 @@ class TranslationObjective:
 
     A model with a word tagger (``config.tagger``) also learns it from the slots of the target;
     its loss is added to ``total``, not to the reported ``loss``, which stays the decoder's.
-    ``unlikelihood`` > 0 adds that weight times the token-level unlikelihood of the reference's
-    earlier tokens (:mod:`.unlikelihood`) to ``total`` while training: all of them, or with
-    ``unlikelihood_window`` > 0 the last that many before each position.
     """
 
     #: ``nll`` is a cross-entropy per target token: its exp is a perplexity.
     per_token_cross_entropy = True
 
-    def __init__(self, model, label_smoothing: float, unlikelihood: float = 0.0, unlikelihood_window: int = 0):
+    def __init__(self, model, label_smoothing: float):
         self.model, self.label_smoothing = model, float(label_smoothing)
-        self.unlikelihood, self.unlikelihood_window = float(unlikelihood), int(unlikelihood_window)
         self.tagged = getattr(model.config, "tagger", "none") != "none"
 
     def __call__(self, source, target_in, target_out, training: bool) -> ObjectiveSums:
@@ -63,17 +59,6 @@ class TranslationObjective:
         losses, mask = label_smoothed_nll(labels, logits, self.label_smoothing, pad_id)
         loss = tf.reduce_sum(losses)
         total = loss
-        if self.unlikelihood and training:
-            from keras_transformer.training.unlikelihood import (
-                previous_token_candidates,
-                recent_token_candidates,
-                unlikelihood_sum,
-            )
-
-            ids, candidates = (recent_token_candidates(target_out, self.unlikelihood_window, pad_id)
-                               if self.unlikelihood_window else previous_token_candidates(target_out, pad_id))
-            total += self.unlikelihood * unlikelihood_sum(logits, tf.boolean_mask(ids, real),
-                                                          tf.boolean_mask(candidates, real))
         if self.tagged:
             total += tagging_loss(model.word_alignment, word_states, target_in, target_out, self.label_smoothing,
                                   pad_id)
@@ -84,8 +69,8 @@ class TranslationObjective:
 
 
 class SpanObjective:
-    """The span parser's: mean cross-entropy over a batch's spans plus mean over its words, times its words
-    (``span_loss: tree_crf``: the gold trees' negative log-probabilities plus the tags' cross-entropy).
+    """The span parser's: the gold trees' negative log-probabilities under the tree CRF plus the
+    tags' cross-entropy, summed over a batch's words.
 
     The unit is a word, so a step's objective is the word-weighted mean of its batches' (what
     ``span_parser_loss`` gives for one batch). The gold chart and tags are read off the
@@ -105,6 +90,7 @@ class SpanObjective:
 
     def __call__(self, source, target_in, target_out, training: bool) -> ObjectiveSums:
         from keras_transformer.models.span_parser import IGNORE
+        from keras_transformer.training.tree_crf import tree_crf_losses
 
         outputs = self.model(source, training=training)
         spans, tags = self.targets(target_out)
@@ -114,32 +100,20 @@ class SpanObjective:
         span_logits, tag_logits = outputs["spans"][:, : n + 1, : n + 1], outputs["tags"][:, :n]
         spans, tags = spans[:, : n + 1, : n + 1], tags[:, :n]
 
-        def sums(logits, labels):
-            keep = tf.not_equal(labels, IGNORE)
-            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
-            return tf.reduce_sum(tf.where(keep, losses, 0.0)), tf.reduce_sum(tf.cast(keep, tf.float32)), keep
-
-        tag_sum, words, keep = sums(tag_logits, tags)
-        if self.model.config.span_loss == "tree_crf":
-            from keras_transformer.training.tree_crf import tree_crf_losses
-
-            total = tf.reduce_sum(tree_crf_losses(span_logits, spans)) + tag_sum
-        else:
-            span_sum, span_count, _ = sums(span_logits, spans)
-            total = (span_sum / tf.maximum(span_count, 1.0) + tag_sum / tf.maximum(words, 1.0)) * words
+        keep = tf.not_equal(tags, IGNORE)
+        tag_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(tags, 0), tag_logits)
+        words = tf.reduce_sum(tf.cast(keep, tf.float32))
+        total = tf.reduce_sum(tree_crf_losses(span_logits, spans)) + tf.reduce_sum(tf.where(keep, tag_losses, 0.0))
         right = tf.equal(tf.argmax(tag_logits, axis=-1, output_type=tf.int32), tags) & keep
         return ObjectiveSums(total, total, total, tf.reduce_sum(tf.cast(right, tf.float32)), words)
 
 
-def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[str] | None = None,
-                  unlikelihood: float = 0.0, unlikelihood_window: int = 0):
+def objective_for(model, label_smoothing: float = 0.0, target_pieces: Sequence[str] | None = None):
     """The training objective of ``model``: a span parser's needs the target vocabulary's pieces."""
     from keras_transformer.models.span_parser import SpanParser
 
     if isinstance(model, SpanParser):
         if target_pieces is None:
             raise ValueError("a span parser learns from linearised trees: give the target vocabulary's pieces")
-        if unlikelihood:
-            raise ValueError("unlikelihood applies to a decoder's tokens; a span parser has none")
         return SpanObjective(model, target_pieces)
-    return TranslationObjective(model, label_smoothing, unlikelihood, unlikelihood_window)
+    return TranslationObjective(model, label_smoothing)

@@ -1,8 +1,8 @@
 """A tree CRF over a span parser's chart: the probability of a tree, normalised over all trees.
 
-The span parser's local objective (``span_parser_loss``) scores every span on its own, most of them
-empty. A tree CRF (Finkel et al. 2008; Zhang, Zhou & Li 2020, "Fast and Accurate Neural CRF
-Constituency Parsing", supar's parser) trains the scores the chart search uses, as a whole: a
+Rather than scoring every span on its own, most of them empty, a tree CRF (Finkel et al. 2008;
+Zhang, Zhou & Li 2020, "Fast and Accurate Neural CRF Constituency Parsing", supar's parser) trains
+the span parser's scores the chart search uses as a whole (``span_parser_loss``): a
 labelled binary tree ``T`` over ``n`` words scores ``sum over (i, j) in T of s_l(i, j) - s_0(i, j)``
 (``l`` its label, label 0 "no constituent", so a span outside the tree costs nothing), and
 
@@ -12,9 +12,9 @@ The partition sums over every binary bracketing and every labelling of its spans
 algorithm, :func:`tree_log_partition`, with span potentials ``log sum_l exp(s_l - s_0)``). A gold
 tree with n-ary nodes stands for all its binarisations, their extra spans labelled empty (potential
 0): they add the same constant (the log of their number) to every tree's term, so the gold term is
-the sum of its constituents' ``s_l - s_0``. Chart decoding (``decoding.chart.decode_chart``) reads
-the same log-odds, so nothing changes after training; or (:func:`span_marginals`) each span's
-probability of being in the tree, the gradient of the partition (minimum Bayes risk decoding).
+the sum of its constituents' ``s_l - s_0``. Chart decoding (``decoding.chart.decode_chart``) adds
+up the log-odds of each span's probability of being in the tree (:func:`span_marginals`), the
+gradient of the partition (minimum Bayes risk decoding).
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.presets import TrainingRecipe, get_preset
-from pipelines.config import SettingError
+from pipelines.config import DROPPED, SettingError
 from pipelines.distribution import STRATEGY_KINDS
 from pipelines.vocabulary import Vocabulary
 
@@ -92,10 +92,6 @@ class TrainConfig:
     warmup_steps: int | None = None
     #: Label smoothing epsilon (section 5.4); null: the preset's.
     label_smoothing: float | None = None
-    #: Weight of a token-level unlikelihood loss against repeating the reference's earlier tokens (0: off).
-    unlikelihood: float = 0.0
-    #: The unlikelihood loss's candidates: the last N tokens (0: the whole prefix).
-    unlikelihood_window: int = 0
     #: A factor on the rate of equation (3); null: the preset's.
     learning_rate_scale: float | None = None
     #: Target tokens per optimizer step, reached by accumulating batches (a step ends within about half a batch of it,
@@ -143,6 +139,9 @@ class TrainConfig:
     #: Validate on at most this many batches; null: the whole validation split.
     validation_max_batches: int | None = field(default=None, metadata=OPERATIONAL)
 
+    #: Settings taken out of the product: a config naming one fails saying so (``pipelines.config``).
+    removed_settings: ClassVar[dict[str, str]] = {"unlikelihood": DROPPED, "unlikelihood_window": DROPPED}
+
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
             raise SettingError(self, name, why)
@@ -152,6 +151,9 @@ class TrainConfig:
         except ValueError as err:
             raise SettingError(self, "preset", str(err)) from err
         self.model = dict(self.model or {})
+        gone = preset.config_class.removed_setting(self.model)
+        if gone is not None:
+            raise SettingError(self, "model", f"was removed ({gone[1]})", at=gone[0])
         known = preset.config_class.field_names()
         unknown = sorted(set(self.model) - known)
         if unknown:
@@ -186,14 +188,6 @@ class TrainConfig:
             fail("checkpoint_every_minutes", "must be positive (or null to disable)")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
             fail("label_smoothing", "must be in [0, 1)")
-        if isinstance(self.unlikelihood, bool) or not isinstance(self.unlikelihood, (int, float)) \
-                or self.unlikelihood < 0:
-            fail("unlikelihood", "must be a weight >= 0 (0: off)")
-        if isinstance(self.unlikelihood_window, bool) or not isinstance(self.unlikelihood_window, int) \
-                or self.unlikelihood_window < 0:
-            fail("unlikelihood_window", "must be a number of tokens >= 0 (0: the whole prefix)")
-        if self.unlikelihood_window and not self.unlikelihood:
-            fail("unlikelihood_window", "has no effect without train.unlikelihood (a weight > 0)")
         if self.learning_rate_scale is not None and self.learning_rate_scale <= 0:
             fail("learning_rate_scale", "must be positive")
         if self.initial_loss_scale < 1:

@@ -127,8 +127,7 @@ def train(
     # Each replica takes whole batches of its worker's pipeline.
     skip = resume.consumed_batches * workers.replicas_per_worker if config.data_resume == "skip" else 0
     dataset = distributed_dataset(strategy, train_data, skip)
-    objective = objective_for(model, plan.label_smoothing, target_pieces, config.unlikelihood,
-                              config.unlikelihood_window)
+    objective = objective_for(model, plan.label_smoothing, target_pieces)
     steps = StepFunctions(strategy, model, optimizer, dataset.element_spec, objective=objective,
                           tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
                           loss_scale=loss_scale, jit_compile=config.jit_compile)

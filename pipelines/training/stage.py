@@ -49,7 +49,6 @@ def train_on_corpus(
     sizes = tokenizers.map(lambda tokenizer: tokenizer.vocab_size)
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
     model_config = config.model_config(sizes)
-    check_bucketing(input_config, model_config)
     target_pieces = None
     if isinstance(model_config, SpanParserConfig) or model_config.word_alignment:
         target_pieces = target.pieces()
@@ -93,15 +92,6 @@ def train_on_corpus(
         validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
     return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
                  strategy=strategy, on_step=on_step, target_pieces=target_pieces)
-
-
-def check_bucketing(input_config: InputConfig, model_config) -> None:
-    """Raises ``ValueError`` if batches sized by the source alone would feed a model that decodes the target."""
-    if input_config.bucket_by == "source" and not isinstance(model_config, SpanParserConfig):
-        raise ValueError(
-            "input.bucket_by: source sizes batches by the source alone, which only suits a model that reads only "
-            "the source (a span parser); this model decodes the target, whose padded batches would then exceed "
-            "input.tokens_per_batch: set input.bucket_by: longer")
 
 
 def check_tree_symbols(corpus: Corpus, target_pieces: list[str]) -> None:

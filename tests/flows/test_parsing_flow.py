@@ -19,14 +19,14 @@ SCORED = 24
 TINY = {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64}
 
 
-def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict, input: dict | None = None):
+def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict):
     from flows.parsing import parsing_pipeline
 
     overrides = {
         "run_dir": str(tmp_path / "run"),
         "data": {"path": str(toy_treebank), "max_train_trees": 200},
         "tokenizer": {"vocab_size": 600},
-        "input": {"tokens_per_batch": 1024, **(input or {})},
+        "input": {"tokens_per_batch": 1024},
         "train": {"train_minutes": 0, "train_steps": 9, "checkpoint_every_steps": 3,
                   "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False, **train},
         "averaging": {"last_n": 2},
@@ -48,8 +48,7 @@ def parsed_seq2seq(tmp_path_factory, toy_treebank):
     """Section 6.3's sequence-to-sequence parser (parser-cpu); the preset's beam 21 and alpha 0.3
     stay, a short output cap keeps an untrained model quick."""
     return _run_flow(tmp_path_factory.mktemp("parsing-seq2seq"), toy_treebank,
-                     {"preset": "parser-cpu", "average_window": 0.1, "model": TINY}, {"max_length_offset": 12},
-                     {"bucket_by": "longer"})
+                     {"preset": "parser-cpu", "average_window": 0.1, "model": TINY}, {"max_length_offset": 12})
 
 
 @pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])

@@ -157,17 +157,3 @@ def test_one_line_is_pythons_split_and_join(text):
     from keras_transformer.tokenizer import one_line
 
     assert one_line(tf.constant([text])).numpy()[0].decode("utf-8") == " ".join(text.split())
-
-
-def test_dropout_samples_smaller_pieces_of_the_same_text(tokenizer):
-    """BPE-dropout: each call segments anew, into more pieces on average, and the pieces still spell
-    the text; without dropout the segmentation is the vocabulary's one."""
-    text = ["This package contains the development files for the certificates library."] * 50
-    plain = tokenizer.tokenize(text).to_list()
-    sampled = tokenizer.tokenize(text, dropout=0.1).to_list()
-    assert all(row == plain[0] for row in plain)
-    assert len({tuple(row) for row in sampled}) > 10
-    assert np.mean([len(row) for row in sampled]) > len(plain[0])
-    assert set(tokenizer.detokenize(tf.ragged.constant(sampled)).numpy()) == {text[0].encode()}
-    with pytest.raises(ValueError, match="dropout must be in"):
-        tokenizer.tokenize(text, dropout=1.0)

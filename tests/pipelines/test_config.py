@@ -67,10 +67,10 @@ def test_a_rejected_value_points_at_its_own_line_or_its_set(tmp_path):
     from pipelines.training.config import TrainConfig
 
     path = tmp_path / "t.yaml"
-    path.write_text("tokenizer:\n  vocab_size: 8000\n  verbatim_identifiers: true\n"
+    path.write_text("tokenizer:\n  verbatim: true\n  vocab_size: 100\n"
                     "train:\n  preset: demo\n\n  warmup_steps: -3\n")
     with pytest.raises(ConfigError, match=r"t.yaml:3: tokenizer: TokenizerConfig."
-                                          r"verbatim_identifiers=True: needs verbatim: true"):
+                                          r"vocab_size=100: must be at least 261"):
         load_config(TokenizerConfig, path, section="tokenizer")
     with pytest.raises(ConfigError, match=r"t.yaml:7: train: TrainConfig.warmup_steps=-3: "):
         load_config(TrainConfig, path, section="train")
@@ -80,3 +80,63 @@ def test_a_rejected_value_points_at_its_own_line_or_its_set(tmp_path):
     path.write_text("tokenizer:\n  shared: false\n  target:\n    model_type: bpe\n    vocab_size: 100\n")
     with pytest.raises(ConfigError, match=r"t.yaml:5: tokenizer: TokenizerConfig.target.vocab_size=100: must be"):
         load_config(TokenizerConfig, path, section="tokenizer")
+
+
+def _one_line_error(cls, path, **kwargs) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(cls, path, **kwargs)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_removed_setting_fails_in_one_line_saying_it_was_removed(tmp_path):
+    """A config still naming a setting taken out of the product is told so, with its file and line,
+    not "unknown setting" (``removed_settings`` of the stage's dataclass)."""
+    from pipelines.input_pipeline import InputConfig
+    from pipelines.tokenization import TokenizerConfig
+    from pipelines.training.config import TrainConfig
+
+    path = tmp_path / "x.yaml"
+    path.write_text("tokenizer:\n  vocab_size: 8000\n  verbatim_identifiers: true\n"
+                    "input:\n  max_length: 64\n  subword_dropout: 0.1\n"
+                    "train:\n  preset: demo\n\n  unlikelihood: 0.5\n")
+    assert _one_line_error(TrainConfig, path, section="train") == (
+        f"{path}:10: train.unlikelihood was removed (it lost in every measurement; see "
+        'benchmarks/results/README.md, "Tried and dropped")')
+    assert _one_line_error(InputConfig, path, section="input").startswith(
+        f"{path}:6: input.subword_dropout was removed (it lost in every measurement")
+    assert _one_line_error(TokenizerConfig, path, section="tokenizer").startswith(
+        f"{path}:3: tokenizer.verbatim_identifiers was removed (")
+    path.write_text("train:\n  preset: demo\n")
+    assert _one_line_error(TrainConfig, path, section="train", overrides={"unlikelihood_window": 2},
+                           overrides_source="--set").startswith("--set train.unlikelihood_window was removed (")
+
+
+def test_a_removed_value_fails_in_one_line_saying_it_was_removed(tmp_path):
+    """``removed_values``: the setting stays, one of its values went."""
+    from pipelines.input_pipeline import InputConfig
+
+    path = tmp_path / "x.yaml"
+    path.write_text("input:\n  max_length: 64\n  sentence_pairs: only_aligned\n")
+    assert _one_line_error(InputConfig, path, section="input").startswith(
+        f"{path}:3: input.sentence_pairs='only_aligned' was removed (it lost in every measurement")
+    assert load_config(InputConfig, path, section="input", overrides={"sentence_pairs": "only"}).sentence_pairs == "only"
+
+
+@pytest.mark.parametrize("preset, setting, value, line", [
+    ("parser-cpu", "tagger", "auxiliary", "t.yaml:5: train: TrainConfig.model.tagger='auxiliary': was removed (it lost"),
+    ("span-parser-cpu", "span_biaffine", 256, "t.yaml:5: train: TrainConfig.model.span_biaffine=256: was removed ("),
+    ("span-parser-cpu", "span_loss", "local", "t.yaml:5: train: TrainConfig.model.span_loss='local': was removed ("),
+    ("span-parser-cpu", "chart_scores", "log_odds", "t.yaml:5: train: TrainConfig.model.chart_scores='log_odds': "
+                                                    "was removed ("),
+])
+def test_a_removed_model_setting_fails_in_one_line_saying_it_was_removed(tmp_path, preset, setting, value, line):
+    """Model settings are checked by the preset's config class (``removed_settings``/``removed_values``
+    of ``keras_transformer.models.config``); the error points at the override's own line."""
+    from pipelines.training.config import TrainConfig
+
+    path = tmp_path / "t.yaml"
+    path.write_text(f"train:\n  preset: {preset}\n  model:\n    dropout: 0.1\n    {setting}: {value}\n")
+    message = _one_line_error(TrainConfig, path, section="train")
+    assert message.startswith(f"{path.parent}/{line}"), message

@@ -15,7 +15,6 @@ from pipelines.input_pipeline import (
     make_dataset,
     make_fixed_length_dataset,
 )
-from pipelines.input_reports import padding_fraction
 from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -119,29 +118,6 @@ def test_shuffling_is_seeded_and_repeat_is_optional(ddtp_corpus, tokenizer, conf
 
 
 
-def test_subword_dropout_segments_the_training_pairs_anew_on_every_pass(ddtp_corpus, tokenizer, config):
-    # Unshuffled, and long enough that no pair is dropped, so that the pairs line up.
-    plain = InputConfig(**{**config.__dict__, "max_length": 1024, "shuffle_buffer": 1})
-    dropout = InputConfig(**{**plain.__dict__, "subword_dropout": 0.1})
-
-    def pairs(dataset):
-        return [(tuple(s), tuple(t)) for (s, _), t in dataset.take(40).as_numpy_iterator()]
-
-    vocabulary = pairs(input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, plain, True))
-    training = input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, dropout, True)
-    first, second = pairs(training), pairs(training)
-    assert len(first) == 40 and first != second
-    # The same text in smaller pieces: more ids, the same strings once detokenized.
-    assert sum(len(s) + len(t) for s, t in first) > 1.05 * sum(len(s) + len(t) for s, t in vocabulary)
-    spelt = [tokenizer.detokenize(tf.ragged.constant([list(side) for pair in rows for side in pair])).numpy().tolist()
-             for rows in (vocabulary, first)]
-    assert spelt[0] == spelt[1]
-    # Evaluation reads the vocabulary's segmentation whatever the setting.
-    assert pairs(input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, dropout, False)) == vocabulary
-    with pytest.raises(ConfigError, match="subword_dropout=1.*must be in"):
-        from_dict(InputConfig, {"subword_dropout": 1})
-
-
 def test_bucket_settings():
     config = InputConfig(tokens_per_batch=1000, max_length=100, bucket_boundaries=[11, 21, 51])
     assert config.bucket_batch_sizes() == [100, 50, 20, 10]
@@ -154,33 +130,6 @@ def test_bucket_settings():
         from_dict(InputConfig, {"max_length": 64, "bucket_boundaries": [32, 128]})
     with pytest.raises(ConfigError, match="tokens_per_batch"):
         from_dict(InputConfig, {"tokens_per_batch": 100, "max_length": 256})
-    with pytest.raises(ConfigError, match="bucket_by='target': must be one of longer, source"):
-        from_dict(InputConfig, {"bucket_by": "target"})
-
-
-def test_bucketing_by_source_sizes_batches_by_the_source(ddtp_corpus, tokenizer, config):
-    """``bucket_by: source`` (a model that reads only the source): each batch's sources fall in one
-    bucket and fill the budget, the same examples come back, and the source is padded less."""
-    by_source = InputConfig(**{**config.__dict__, "bucket_by": "source"})
-    bounds = [0, *by_source.boundaries(), by_source.max_length + 1]
-    sizes = by_source.bucket_batch_sizes()
-    pairs = {}
-    for name, cfg in (("longer", config), ("source", by_source)):
-        seen = Counter()
-        for (source, _), target_out in make_dataset(ddtp_corpus, "validation", tokenizer, cfg,
-                                                     training=False).as_numpy_iterator():
-            lengths = _lengths(source)
-            if name == "source":
-                bucket = np.searchsorted(bounds, lengths, side="right") - 1
-                assert len(set(bucket)) == 1 and source.shape[0] <= sizes[bucket[0]]
-                assert source.shape[0] * source.shape[1] <= cfg.tokens_per_batch
-            seen.update((tuple(s[s != 0]), tuple(t[t != 0])) for s, t in zip(source, target_out))
-        pairs[name] = seen
-    assert pairs["longer"] == pairs["source"]
-    padding = {name: padding_fraction(make_dataset(ddtp_corpus, "validation", tokenizer, cfg, training=False))
-               for name, cfg in (("longer", config), ("source", by_source))}
-    assert padding["source"]["source"] < padding["longer"]["source"]
-    assert padding["source"]["tokens"] == padding["longer"]["tokens"]
 
 
 def test_batches_come_without_tf_data_autotuning(ddtp_corpus, tokenizer, config):

@@ -1,4 +1,4 @@
-"""Sentence pairs cut from paragraph pairs: where they are added, and the training cache built so."""
+"""Sentence pairs cut from paragraph pairs: where they replace a paragraph, and the training cache built so."""
 
 import numpy as np
 import pytest
@@ -18,13 +18,6 @@ PAIRS = [
 ]
 
 
-def test_add_keeps_the_paragraph_and_adds_aligned_sentences():
-    assert list(with_sentence_pairs(PAIRS, "add")) == [
-        PAIRS[0], ("Tools for foo.", "Werkzeuge für foo."),
-        ("This package contains the tools.", "Dieses Paket enthält sie."), PAIRS[1], PAIRS[2],
-        PAIRS[3], ("Features:", "Merkmale:"), ("fast", "schnell"), ("small", "klein")]
-
-
 def test_only_replaces_aligned_paragraphs_and_none_changes_nothing():
     assert list(with_sentence_pairs(PAIRS, "only", chunk_size=2)) == [
         ("Tools for foo.", "Werkzeuge für foo."), ("This package contains the tools.", "Dieses Paket enthält sie."),
@@ -32,39 +25,31 @@ def test_only_replaces_aligned_paragraphs_and_none_changes_nothing():
     assert list(with_sentence_pairs(PAIRS, "none")) == PAIRS
 
 
-def test_only_aligned_drops_the_paragraphs_whose_sides_split_unalike():
-    assert list(with_sentence_pairs(PAIRS, "only_aligned", chunk_size=3)) == [
-        ("Tools for foo.", "Werkzeuge für foo."), ("This package contains the tools.", "Dieses Paket enthält sie."),
-        PAIRS[1], ("Features:", "Merkmale:"), ("fast", "schnell"), ("small", "klein")]
-
-
 def test_the_setting_is_checked():
-    with pytest.raises(ValueError, match="sentence_pairs=.*: must be one of none, add, only"):
+    with pytest.raises(ValueError, match="sentence_pairs=.*: must be one of none, only"):
         InputConfig(sentence_pairs="sentences")
     with pytest.raises(ValueError, match="sentence_pairs"):
         list(with_sentence_pairs(PAIRS, "both"))
 
 
 def test_only_the_training_cache_holds_sentence_pairs(ddtp_corpus, tokenizer, tmp_path, monkeypatch):
-    config = InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path), sentence_pairs="add")
+    config = InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path), sentence_pairs="only")
     # The setting's default keeps the caches written before it (their names do not change); a cache of
     # sentence pairs is named by the split that cut them, so a newer split does not read an older cut.
     assert cache_path(ddtp_corpus, "train", tokenizer, config) == cache_path(
         ddtp_corpus, "train", tokenizer, InputConfig(tokens_per_batch=2048, max_length=128, cache_dir=str(tmp_path)))
     with monkeypatch.context() as patch:
-        current = cache_path(ddtp_corpus, "train", tokenizer, config, "add")
+        current = cache_path(ddtp_corpus, "train", tokenizer, config, "only")
         patch.setattr(sentences, "SPLIT_VERSION", sentences.SPLIT_VERSION + 1)
-        assert cache_path(ddtp_corpus, "train", tokenizer, config, "add") != current
+        assert cache_path(ddtp_corpus, "train", tokenizer, config, "only") != current
     paragraphs = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config)))
-    added = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config, "add")))
     only = np.load(lengths_path(build_cache(ddtp_corpus, "train", tokenizer, config, "only")))
     assert len(paragraphs) == ddtp_corpus.counts["train"]
-    assert len(added) > len(only) > len(paragraphs)
+    assert len(only) > len(paragraphs)
     # The sentences hold their paragraphs' text: "only" keeps the pieces and cuts long pairs short,
-    # so fewer pairs are too long for max_length; "add" holds those pieces twice.
+    # so fewer pairs are too long for max_length.
     assert abs(only.sum() / paragraphs.sum() - 1) < 0.02
     assert (only.max(1) > 127).sum() < 0.8 * (paragraphs.max(1) > 127).sum()
-    assert added.sum() > 1.1 * paragraphs.sum()
     training = token_dataset(ddtp_corpus, "train", tokenizer, config, training=True).reduce(0, lambda n, _: n + 1)
     validation = token_dataset(ddtp_corpus, "validation", tokenizer, config, training=False).reduce(
         0, lambda n, _: n + 1)

@@ -90,8 +90,6 @@ def test_tokenizer_config_validation():
         from_dict(TokenizerConfig, {"model_type": "wordpiece"})
     with pytest.raises(ConfigError, match="TokenizerConfig.target=.*unknown setting"):
         from_dict(TokenizerConfig, {"shared": False, "target": {"vocab": 10}})
-    with pytest.raises(ConfigError, match="verbatim_identifiers=True: needs verbatim"):
-        from_dict(TokenizerConfig, {"verbatim_identifiers": True})
 
 
 def test_verbatim_tokenizer_has_one_placeholder_piece(verbatim_tokenizer, tokenizer):
@@ -103,24 +101,6 @@ def test_verbatim_tokenizer_has_one_placeholder_piece(verbatim_tokenizer, tokeni
     ids = verbatim_tokenizer.tokenize(["See https://www.example.org/some/long/path.html now."]).to_list()[0]
     pieces = [p.decode() for p in verbatim_tokenizer.id_to_piece(ids).numpy()]
     assert placeholder in ids and not any("example" in p or "html" in p for p in pieces)
-
-
-def test_identifier_tokenizer_says_so_from_its_model(ddtp_corpus, verbatim_tokenizer, identifier_tokenizer_model):
-    """verbatim_identifiers puts a marker piece in the vocabulary; a tokenizer loaded from the model
-    alone (a translator, an export) protects and restores identifiers as training did."""
-    from keras_transformer.text import VERBATIM
-
-    model = identifier_tokenizer_model
-    assert json.loads(model.with_suffix(".json").read_text())["inputs"]["config"]["verbatim_identifiers"] is True
-    tok = SubwordTokenizer(model.read_bytes())
-    assert tok.copies_identifiers and not verbatim_tokenizer.copies_identifiers
-    source = "Hashes: MD5, SHA256 over IPv6."
-    placeholder = int(tok.piece_to_id([VERBATIM]).numpy()[0])
-    assert tok.tokenize([source]).to_list()[0].count(placeholder) == 3
-    assert verbatim_tokenizer.tokenize([source]).to_list()[0].count(placeholder) == 0
-    sentences = list(ddtp_corpus.lines("test", ddtp_corpus.target_lang))
-    restored = tok.restore(tok.detokenize(tok.tokenize(sentences)), sentences).numpy()
-    assert [t.decode("utf-8") for t in restored] == sentences
 
 
 def test_verbatim_round_trip_every_test_sentence(ddtp_corpus, verbatim_tokenizer):

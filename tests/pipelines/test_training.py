@@ -90,14 +90,6 @@ def test_config_defaults_from_preset_and_validation(tmp_path):
         TrainConfig(model={"d_modle": 3})
     with pytest.raises(ConfigError, match="mixed_precision"):
         TrainConfig(mixed_precision="float8")
-    assert TrainConfig().unlikelihood == 0.0
-    with pytest.raises(ConfigError, match=r"TrainConfig.unlikelihood=-0.5: must be a weight >= 0"):
-        TrainConfig(unlikelihood=-0.5)
-    with pytest.raises(ConfigError, match=r"TrainConfig.unlikelihood_window=-1: must be a number of tokens"):
-        TrainConfig(unlikelihood_window=-1)
-    with pytest.raises(ConfigError, match=r"unlikelihood_window=4: has no effect without train.unlikelihood"):
-        TrainConfig(unlikelihood_window=4)
-    assert TrainConfig(unlikelihood=0.5, unlikelihood_window=4).unlikelihood_window == 4
     path = tmp_path / "job.yaml"
     path.write_text("train:\n  preset: demo\n  keep_checkpoints: 2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="keep_checkpoints"):

@@ -16,14 +16,12 @@ import numpy as np
 SOURCE_MARGIN = 1.0
 
 
-def arrays(pairs, source_tok, target_tok, eos_id: int, bos_id: int, dropout: float = 0.0, width: int | None = None):
-    """``(source, target_in, target_out)`` int32 arrays of ``(source, target)`` text pairs, padded with 0
-    (to ``width`` if given, so that every sampled segmentation has one shape); ``dropout`` is the
-    tokenizers' subword dropout."""
-    sources = [ids + [eos_id] for ids in source_tok.tokenize([s for s, _ in pairs], dropout).to_list()]
-    targets = target_tok.tokenize([t for _, t in pairs], dropout).to_list()
-    width_s = width or max(map(len, sources))
-    width_t = width or max(map(len, targets)) + 1
+def arrays(pairs, source_tok, target_tok, eos_id: int, bos_id: int):
+    """``(source, target_in, target_out)`` int32 arrays of ``(source, target)`` text pairs, padded with 0."""
+    sources = [ids + [eos_id] for ids in source_tok.tokenize([s for s, _ in pairs]).to_list()]
+    targets = target_tok.tokenize([t for _, t in pairs]).to_list()
+    width_s = max(map(len, sources))
+    width_t = max(map(len, targets)) + 1
     source = np.zeros([len(pairs), width_s], np.int32)
     target_in = np.zeros([len(pairs), width_t], np.int32)
     target_out = np.zeros([len(pairs), width_t], np.int32)

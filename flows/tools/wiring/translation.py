@@ -60,38 +60,6 @@ def _bleu(model, tokenizers, pairs, beam_size: int, sources: list[str] | None = 
             "example": {"source": pairs[0][0], "reference": references[0], "hypothesis": hypotheses[0]}}
 
 
-def _objective_steps(model, optimizer, train, source, target_in, target_out):
-    """With ``train.unlikelihood`` set (``train``: the run's ``TrainConfig``), steps on the training
-    stage's objective (its unlikelihood term and window, no label smoothing) instead of ``fit``'s
-    cross-entropy: the check then covers the loss the run trains on."""
-    if not train.unlikelihood:
-        return None
-    import tensorflow as tf
-
-    from keras_transformer.training.objectives import TranslationObjective
-
-    objective = TranslationObjective(model, 0.0, train.unlikelihood, train.unlikelihood_window)
-    optimizer.build(model.trainable_variables)
-
-    @tf.function
-    def step():
-        with tf.GradientTape() as tape:
-            sums = objective(source, target_in, target_out, training=True)
-            loss = sums.total / sums.count
-        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-
-    def run(n: int) -> None:
-        for _ in range(n):
-            step()
-    return run
-
-
-def _sampled(pairs, source_tok, target_tok, config, dropout: float, width: int):
-    """The pairs' arrays in a sampled segmentation, padded to ``width`` (one shape, one trace)."""
-    source, target_in, target_out = arrays(pairs, source_tok, target_tok, config.eos_id, config.bos_id, dropout, width)
-    return (source, target_in), target_out
-
-
 def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600, eval_every: int = 100,
           beam_size: int = 4, learning_rate: float = 1e-3, optimizer: str = "fixed") -> dict:
     """Overfits ``pairs`` training pairs of ``corpus`` with ``pipeline``'s model (and, ``optimizer``
@@ -128,21 +96,9 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
         raise ValueError(f"--optimizer must be 'fixed' or 'recipe', got {optimizer!r}")
     model.compile(optimizer=trained_with,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=config.pad_id))
-    train_steps = _objective_steps(model, trained_with, pipeline.train, source, target_in, target_out)
-    dropout = pipeline.input.subword_dropout
-    if dropout:  # input.subword_dropout: each step sees the pairs in a segmentation of its own
-        if train_steps is not None:
-            raise SystemExit("--set input.subword_dropout and train.unlikelihood: check one at a time")
-
-        def train_steps(n: int) -> None:
-            for _ in range(n):
-                model.train_on_batch(*_sampled(chosen, source_tok, target_tok, config, dropout, 2 * limit))
     started, steps, history, result = time.perf_counter(), 0, [], {}
     while steps < max_steps:
-        if train_steps is None:
-            model.fit((source, target_in), target_out, batch_size=len(chosen), epochs=eval_every, verbose=0)
-        else:
-            train_steps(eval_every)
+        model.fit((source, target_in), target_out, batch_size=len(chosen), epochs=eval_every, verbose=0)
         steps += eval_every
         result = _bleu(model, tokenizers, chosen, beam_size)
         history.append({"steps": steps, "seconds": round(time.perf_counter() - started, 1),
@@ -155,12 +111,7 @@ def check(pipeline, corpus, tokenizers, *, pairs: int = 40, max_steps: int = 600
     blind = _bleu(model, tokenizers, chosen, beam_size, sources=[""] * len(chosen))
     losses = source_losses(model, source, target_in, target_out)
     return {"pairs": len(chosen), "max_length": limit, "optimizer": optimizer, "parameters": model.count_params(),
-            "subword_dropout": dropout,
-            "objective": "cross-entropy (fit)" if train_steps is None
-            else f"cross-entropy (train_on_batch, subword dropout {dropout})" if dropout
-            else f"the training stage's, unlikelihood {pipeline.train.unlikelihood}"
-                 f" (window {pipeline.train.unlikelihood_window or 'all'})",
-            "steps": steps,
+            "objective": "cross-entropy (fit)", "steps": steps,
             "seconds": round(time.perf_counter() - started, 1), "overfit": result, "target_bleu": TARGET_BLEU,
             "overfit_passed": result.get("bleu", 0.0) >= TARGET_BLEU,
             "bleu_source_removed": round(blind["bleu"], 2), "example_source_removed": blind["example"]["hypothesis"],

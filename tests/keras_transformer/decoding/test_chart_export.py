@@ -157,26 +157,14 @@ def test_a_parser_that_spells_its_words_exports_the_same_trees(tokenizer, tmp_pa
     assert parser.translate(SENTENCES, batch_size=5) == expected
 
 
-def test_a_parser_decoding_marginals_exports_the_same_trees(model, tokenizer, tmp_path):
-    """``chart_scores: marginals`` runs the tree CRF's inside pass and its gradient in the graph:
-    the SavedModel must parse exactly as the Keras model does."""
-    marginal = model.with_chart_scores("marginals")
-    expected = ChartParser(marginal, tokenizer).translate(SENTENCES)
-    assert expected != ChartParser(model, tokenizer).translate(SENTENCES)
-    parser = ExportedChartParser(export_chart_parser(marginal, tokenizer, tmp_path / "marginals"))
-    assert parser.translate(SENTENCES, batch_size=5) == expected
-
-
 def test_a_parser_reading_spans_like_supar_exports_the_same_trees(tokenizer, tmp_path):
-    """``word_lstm`` (BiLSTMs over the words, masked past each sentence) and ``span_biaffine`` run
-    in the graph: the SavedModel must parse sentences of every length exactly as the Keras model."""
+    """``word_lstm`` (BiLSTMs over the words, masked past each sentence) runs in the graph: the
+    SavedModel must parse sentences of every length exactly as the Keras model."""
     pieces = tokenizer.pieces()
     starts = [i for i, piece in enumerate(pieces) if piece.startswith("\u2581")]
     model = SpanParser(tokenizer.vocab_size, LABELS, TAGS, starts, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                       span_hidden=16, dropout=0.0, bias=BIAS, pad_id=tokenizer.pad_id, word_lstm=1,
-                       span_biaffine=8, span_loss="tree_crf", chart_scores="marginals")
+                       span_hidden=16, dropout=0.0, bias=BIAS, pad_id=tokenizer.pad_id, word_lstm=1)
     model.build()
-    model.biaffine.assign(tf.random.stateless_normal(model.biaffine.shape, seed=[1, 2]))
     expected = ChartParser(model, tokenizer).translate(SENTENCES)
     assert ChartParser(model, tokenizer, batch_size=3).translate(SENTENCES) == expected
     parser = ExportedChartParser(export_chart_parser(model, tokenizer, tmp_path / "supar"))

@@ -118,22 +118,6 @@ def test_export_and_translator_copy_the_sources_verbatim_spans(verbatim_tokenize
     assert loaded.translate(sentences) == expected
 
 
-def test_export_protects_identifiers_as_its_tokenizer_was_trained(identifier_tokenizer_model, tmp_path):
-    """With a tokenizer trained with ``verbatim_identifiers``, the export copies MD5 and IPv6 as the
-    Translator does (an untrained model writes no placeholder: both append the spans, in order)."""
-    from keras_transformer.tokenizer import SubwordTokenizer
-
-    tokenizer = SubwordTokenizer(identifier_tokenizer_model)
-    model = tiny_transformer(tokenizer.vocab_size, num_layers=1)
-    sentences = ["Checks MD5 sums over IPv6.", "No spans."]
-    expected = Translator(model, tokenizer).translate(sentences, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
-    assert expected[0].split()[-2:] == ["MD5", "IPv6"] and "MD5" not in expected[1]
-    path = export_translator(model, tokenizer, tmp_path / "t", beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
-    loaded = load_exported(path)
-    assert loaded.settings["copies_identifiers"] is True
-    assert loaded.translate(sentences) == expected
-
-
 def eos_first_model(vocab_size):
     """A tiny model that ends every output at once: its last LayerNorm's shift and the (shared)
     EOS embedding agree, so the EOS logit is d_model where the others are a few units."""

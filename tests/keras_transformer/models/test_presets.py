@@ -94,3 +94,11 @@ def test_impossible_configurations_name_the_setting_and_value(kwargs, message):
 def test_unknown_override_is_rejected():
     with pytest.raises(ValueError, match="Unknown model setting.*num_layer"):
         Transformer.from_preset("base", vocab_size=100, num_layer=3)
+
+
+def test_a_removed_model_setting_is_named_as_removed():
+    with pytest.raises(ValueError, match=r"preset 'span-parser-cpu': model setting `span_biaffine`=8 was removed "
+                                         r"\(it lost in every measurement"):
+        get_preset("span-parser-cpu").model_config(source_vocab_size=100, span_biaffine=8)
+    with pytest.raises(ValueError, match=r"model setting `tagger`='auxiliary' was removed"):
+        Transformer.from_preset("parser-cpu", vocab_size=100, tagger="auxiliary")

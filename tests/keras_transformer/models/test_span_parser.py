@@ -29,10 +29,10 @@ def test_outputs_are_per_span_and_per_word():
     assert outputs["spans"].dtype == "float32"
 
 
-SUPAR_SPANS = dict(word_lstm=1, span_biaffine=8)
+SUPAR_SPANS = dict(word_lstm=1)
 
 
-@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm+biaffine"])
+@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm"])
 def test_padding_leaves_a_sentence_unchanged(options):
     model = _model(**options)
     alone = model(np.array([[8, 10, 11]], np.int32))
@@ -42,7 +42,7 @@ def test_padding_leaves_a_sentence_unchanged(options):
     np.testing.assert_allclose(padded["tags"][0, :2], alone["tags"][0], atol=1e-5)
 
 
-@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm+biaffine"])
+@pytest.mark.parametrize("options", [{}, SUPAR_SPANS], ids=["encoder", "word_lstm"])
 def test_the_spans_depend_on_the_words(options):
     model = _model(**options)
     before = np.asarray(model(np.array([[2, 4, 6]], np.int32))["spans"])
@@ -51,40 +51,38 @@ def test_the_spans_depend_on_the_words(options):
 
 
 def test_config_and_keras_file_round_trip(tmp_path):
-    model = _model(norm_first=False, span_loss="tree_crf", chart_scores="marginals")
+    model = _model(norm_first=False)
     source = np.array([[2, 3, 4, 6]], np.int32)
     path = tmp_path / "span.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
-    assert loaded.get_config() == model.get_config() and loaded.config.span_loss == "tree_crf"
-    assert loaded.config.chart_scores == "marginals"
+    assert loaded.get_config() == model.get_config()
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-6)
-    with pytest.raises(ValueError, match="span_loss.*local.*tree_crf"):
-        _model(span_loss="crf")
 
 
-def test_word_lstm_and_biaffine_round_trip_and_score_brackets(tmp_path):
-    """``word_lstm`` adds BiLSTM layers over the words, ``span_biaffine`` a bracket score that
-    every constituent label shares and the empty label does not."""
-    model = _model(span_loss="tree_crf", **SUPAR_SPANS)
-    assert {"word_lstm_0", "biaffine_left", "biaffine_right"} <= {layer.name for layer in model.layers}
-    model.biaffine.assign(np.random.default_rng(0).normal(size=model.biaffine.shape))
+def test_a_model_saved_with_the_removed_settings_at_what_it_now_does_loads():
+    """A span parser saved before ``span_loss``, ``chart_scores`` and ``span_biaffine`` were removed
+    records them; at the tree CRF, its marginals and no biaffine scorer, it is the model built now."""
+    model = _model()
+    saved = {**model.get_config(), "span_loss": "tree_crf", "chart_scores": "marginals", "span_biaffine": 0}
+    assert SpanParser.from_config(saved).config == model.config
+    for setting, value in (("span_loss", "local"), ("chart_scores", "log_odds"), ("span_biaffine", 8)):
+        with pytest.raises(ValueError, match=f"`{setting}`={value!r}: was removed"):
+            SpanParser.from_config({**saved, setting: value})
+
+
+def test_word_lstm_round_trips(tmp_path):
+    """``word_lstm`` adds BiLSTM layers over the words."""
+    model = _model(**SUPAR_SPANS)
+    assert "word_lstm_0" in {layer.name for layer in model.layers}
     source = np.array([[2, 3, 4, 6, 8]], np.int32)
     path = tmp_path / "supar.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.get_config() == model.get_config() and loaded.config.word_lstm == 1
     np.testing.assert_allclose(loaded(source)["spans"], model(source)["spans"], atol=1e-5)
-    with_brackets = np.asarray(model(source)["spans"])
-    model.biaffine.assign(np.zeros(model.biaffine.shape))
-    without = np.asarray(model(source)["spans"])
-    shift = with_brackets - without
-    np.testing.assert_allclose(shift[..., 0], 0.0, atol=1e-6)
-    np.testing.assert_allclose(shift[..., 1:], np.repeat(shift[..., 1:2], len(LABELS) - 1, axis=-1), atol=1e-5)
-    assert np.abs(shift).max() > 1e-3
-    for setting in ("word_lstm", "span_biaffine"):
-        with pytest.raises(ValueError, match=setting):
-            _model(**{setting: -1})
+    with pytest.raises(ValueError, match="word_lstm"):
+        _model(word_lstm=-1)
 
 
 def test_it_learns_a_chart_and_the_loss_ignores_padding():
@@ -116,7 +114,7 @@ def test_it_learns_a_chart_and_the_loss_ignores_padding():
 
 @pytest.mark.parametrize("setting, value, message", [
     ("d_model", 15, "must be even"), ("word_start_ids", [], "word_start_ids"), ("labels", ["NP"], "empty label"),
-    ("tags", [], "POS `tags`"), ("chart_scores", "mbr", "chart_scores")])
+    ("tags", [], "POS `tags`"), ("chart_scores", "log_odds", "`chart_scores`='log_odds': was removed")])
 def test_bad_settings_name_themselves(setting, value, message):
     with pytest.raises(ValueError, match=message):
         SpanParser(**{"source_vocab_size": VOCAB, "labels": LABELS, "tags": TAGS, "word_start_ids": WORD_STARTS,
@@ -152,10 +150,9 @@ def test_a_word_can_be_the_mean_of_its_pieces():
         _model(word_pieces="last")
 
 
-@pytest.mark.parametrize("span_loss", ["local", "tree_crf"])
-def test_fit_trains_a_span_parser_in_a_notebook(span_loss):
-    """``compile()`` + ``fit`` with the gold charts and tags: the plain Keras path, either loss."""
-    model = _model(span_loss=span_loss)
+def test_fit_trains_a_span_parser_in_a_notebook():
+    """``compile()`` + ``fit`` with the gold charts and tags: the plain Keras path."""
+    model = _model()
     source = np.array([[2, 4, 6, 3], [8, 10, 3, 0]], np.int32)
     spans = np.full([2, 4, 4], IGNORE, np.int32)
     spans[0][np.triu_indices(4, 1)], spans[1][np.triu_indices(3, 1)] = 0, 0

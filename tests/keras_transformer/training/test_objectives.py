@@ -75,14 +75,14 @@ def test_each_model_gets_its_objective(parser):
 
 
 def test_the_tree_crf_objective_learns_the_trees_the_chart_search_finds():
-    """``span_loss: tree_crf``: the objective is the gold trees' negative log-probabilities plus the
+    """The objective is the gold trees' negative log-probabilities under the tree CRF plus the
     tags' cross-entropy, the probe's loss times the words; trained on it, the chart search finds
     the gold trees."""
     from keras_transformer.training.tree_crf import tree_crf_losses
     from pipelines.tasks.parsing.chart import best_tree
 
     model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                       span_hidden=16, dropout=0.0, span_loss="tree_crf")
+                       span_hidden=16, dropout=0.0)
     trees = [SMALL, UNARY]
     source, target_out = source_batch(trees), tf.constant(target_batch(trees))
     spans, tags = SpanTargets(PIECES, CHAINS, TAGS)(target_out)
@@ -94,7 +94,7 @@ def test_the_tree_crf_objective_learns_the_trees_the_chart_search_finds():
     tag_sum = float(tf.reduce_sum(tf.where(tags >= 0, tag_losses, 0.0)))
     np.testing.assert_allclose(float(sums.total), float(tf.reduce_sum(tree_crf_losses(outputs["spans"], spans)))
                                + tag_sum, rtol=1e-4)
-    np.testing.assert_allclose(float(sums.total), float(span_parser_loss(outputs, spans, tags, "tree_crf")) * words,
+    np.testing.assert_allclose(float(sums.total), float(span_parser_loss(outputs, spans, tags)) * words,
                                rtol=1e-5)
     optimizer = keras.optimizers.Adam(0.01)
     for _ in range(80):

@@ -91,9 +91,10 @@ def test_the_update_is_the_gradient_of_the_mean_loss_per_token_whatever_the_loss
 
 
 def test_the_word_taggers_loss_trains_it_and_stays_out_of_the_reported_loss(strategy):
-    """``tagger=auxiliary``: the tagger is used by no logits, so only its own loss can move it."""
+    """``tagger=fused``: the tagger's own loss is minimised with the decoder's, and the reported loss
+    stays the decoder's."""
     seed_initialisation(0)
-    model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY, word_alignment=True, tagger="auxiliary",
+    model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY, word_alignment=True, tagger="fused",
                                     word_start_ids=list(range(4, 25)), slot_ids=list(range(25, VOCAB)))
     optimizer = transformer_adam(TINY["d_model"], 20)
     optimizer.build(model.trainable_variables)
