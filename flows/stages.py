@@ -202,8 +202,8 @@ def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabul
 @task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)
 def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], preset: str,
                 eval_config: Any, output_dir: str) -> Export:
-    """A SavedModel decoding raw strings as the evaluation did: the preset's beam, alpha and length
-    offset unless the evaluation config overrides them, and the task's decoding constraint."""
+    """A SavedModel decoding raw strings as the evaluation did: the preset's decoding with the
+    evaluation config's overrides, and the task's decoding constraint."""
     import keras
 
     from keras_transformer.decoding.export import export_translator
@@ -220,22 +220,12 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
         path = export_chart_parser(keras_model, tokenizers.source, output_dir)
         get_run_logger().info("exported the span parser to %s (bias %.2f)", path, keras_model.bias)
         return Export(str(path), {"bias": keras_model.bias})
-    decoding = _decoding(preset)
-    settings = {"beam_size": decoding.beam_size, "alpha": decoding.length_penalty,
-                "max_length_offset": decoding.max_length_offset}
-    settings.update({k: getattr(eval_config, k) for k in settings if getattr(eval_config, k, None) is not None})
-    settings["split_sentences"] = decoding.split_sentences
-    floor = getattr(eval_config, "min_length_ratio", None)
-    settings["min_length_ratio"] = decoding.min_length_ratio if floor is None else floor
-    coverage = getattr(eval_config, "coverage_penalty", None)
-    settings["coverage_penalty"] = decoding.coverage_penalty if coverage is None else coverage
-    guard = getattr(eval_config, "repetition_guard", None)
-    settings["repetition_guard"] = decoding.repetition_guard if guard is None else guard
+    decoding = _decoding(preset).merged(eval_config.decoding.to_dict())
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
-    path = export_translator(keras_model, tokenizers.source, output_dir, **settings,
+    path = export_translator(keras_model, tokenizers.source, output_dir, decoding,
                              target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
-    get_run_logger().info("exported to %s: %s", path, _figures(settings))
-    return Export(str(path), settings)
+    get_run_logger().info("exported to %s: %s", path, decoding.describe())
+    return Export(str(path), decoding.to_dict())
 
 
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)
@@ -264,8 +254,7 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
             artifact_uri=f"{champion.source}/artifacts/export", dst_path=str(work_dir / "champion"),
             tracking_uri=tracker.tracking_uri)
         # Its decoding settings are compiled into its export; the rest of the evaluation is this run's.
-        settings = dataclasses.replace(eval_config, **{k: None for k in ("beam_size", "alpha", "max_length_offset")
-                                                       if hasattr(eval_config, k)})
+        settings = dataclasses.replace(eval_config, decoding=type(eval_config.decoding)())
         return pipeline_task.evaluate(load_exported(directory), Path(corpus.directory), settings,
                                       work_dir / "champion-evaluation").score
 

@@ -26,6 +26,7 @@ _MODULES = {
     "keras_transformer.models.span_parser": ("SpanParser",),
     "keras_transformer.decoding.chart_parser": ("ChartParser",),
     "keras_transformer.models.presets": ("Preset", "get_preset", "preset_names"),
+    "keras_transformer.decoding.settings": ("DecodingSettings",),
     "keras_transformer.training.losses": ("LabelSmoothedCrossEntropy", "label_smoothed_nll"),
     "keras_transformer.training.metrics": ("MaskedAccuracy", "Perplexity"),
     "keras_transformer.training.schedules": ("TransformerSchedule", "transformer_adam"),

@@ -14,8 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.decoding import check_export_settings
-
 
 def build_parser(prog: str = "translate", description: str = "Translate sentences with a trained "
                  "Transformer (arguments or stdin, one per line).", defaults: str = "4, 0.6, 50"
@@ -28,7 +26,8 @@ def build_parser(prog: str = "translate", description: str = "Translate sentence
     parser.add_argument("--tokenizer", help="SentencePiece .model file (source side; both sides if shared)")
     parser.add_argument("--target-tokenizer", help="target SentencePiece .model for separate vocabularies")
     parser.add_argument("--beam-size", type=int, help=f"beam size (default {beam}; fixed in an export)")
-    parser.add_argument("--alpha", type=float, help=f"length penalty alpha (default {alpha}; fixed in an export)")
+    parser.add_argument("--length-penalty", "--alpha", type=float, dest="length_penalty",
+                        help=f"length penalty alpha (default {alpha}; fixed in an export)")
     parser.add_argument("--max-length-offset", type=int,
                         help=f"max output length = input length + this (default {offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
@@ -49,8 +48,8 @@ def check_options(args, parser: argparse.ArgumentParser) -> None:
         parser.error("--batch-size must be positive")
     if args.beam_size is not None and args.beam_size < 1:
         parser.error("--beam-size must be positive")
-    if args.alpha is not None and args.alpha < 0:
-        parser.error("--alpha must be >= 0")
+    if args.length_penalty is not None and args.length_penalty < 0:
+        parser.error("--length-penalty must be >= 0")
     # TensorFlow's C++ start-up messages would drown the stderr logs.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -73,10 +72,8 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
             parser.error("an exported translator has its tokenizer and beam search built in; "
                          "--tokenizer/--target-tokenizer/--greedy do not apply")
         translator = load_exported(model_path)
-        requested = {"beam_size": args.beam_size, "alpha": args.alpha,
-                     "max_length_offset": args.max_length_offset}
         try:
-            check_export_settings(translator.settings, requested)
+            translator.decoding_record(**decoding_options(args))
         except ValueError as err:
             parser.error(str(err))
         return translator, {}
@@ -88,6 +85,16 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None):
 
     # A span parser's model loads as a ChartParser, whose chart search ignores the beam options.
     translator = translators.load_translator(model_path, args.tokenizer, args.target_tokenizer, decoding=decoding)
-    options = {"beam_size": args.beam_size, "alpha": args.alpha,
-               "max_length_offset": args.max_length_offset, "greedy": args.greedy}
-    return translator, {k: v for k, v in options.items() if v is not None}
+    options = {**decoding_options(args), **({"greedy": True} if args.greedy else {})}
+    try:
+        translator.decoding_record(**decoding_options(args))
+    except ValueError as err:
+        parser.error(str(err))
+    return translator, options
+
+
+def decoding_options(args) -> dict:
+    """The decoding settings the command line names (``DecodingSettings``' names), those given."""
+    options = {"beam_size": args.beam_size, "length_penalty": args.length_penalty,
+               "max_length_offset": args.max_length_offset}
+    return {name: value for name, value in options.items() if value is not None}

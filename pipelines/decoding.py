@@ -1,86 +1,56 @@
-"""The decoding settings an evaluation stage passes on, whatever decodes: a ``Translator`` or an export.
+"""An evaluation's overrides of the preset's decoding: one partial object, named as in the preset.
 
-An evaluation config may override the beam size, length penalty and maximum length offset
-(section 6.1's 4, 0.6 and +50 for translation; 6.3's 21, 0.3 and +300 for parsing). A
-``Translator`` takes them per call; an exported model has its settings compiled in, so asking it
-for others is an error rather than a silent difference in the recorded figures.
+A pipeline's ``evaluation.decoding`` section sets any of
+:class:`~keras_transformer.decoding.settings.DecodingSettings`' fields (``beam_size``,
+``length_penalty``, ...); what it leaves out is the preset's. :class:`DecodingOverrides` is made from
+``DecodingSettings`` itself, so a new decoding setting is an override here without a line of code.
+A ``Translator`` decodes with the overrides merged once into its settings; an export has its
+settings compiled in, so asking it for others is an error rather than a silent difference in the
+recorded figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Any
 
-
-def check_export_settings(settings: dict[str, Any], requested: dict[str, Any]) -> None:
-    """Raises ValueError if ``requested`` decoding settings differ from an export's compiled-in ones."""
-    for key, value in requested.items():
-        if value is not None and settings.get(key) != value:
-            raise ValueError(f"the export was built with {key}={settings.get(key)}; cannot decode with {value}")
+from keras_transformer.decoding.settings import DecodingSettingError, DecodingSettings
+from pipelines.config import SettingError
 
 
-def is_chart_parser(translator) -> bool:
-    """Whether ``translator`` parses by a chart search (``ChartParser`` or its export), not a beam."""
-    return hasattr(translator, "bias") and hasattr(translator, "scores")
+def _check(self) -> None:
+    try:
+        DecodingSettings().merged(self.to_dict())
+    except DecodingSettingError as err:
+        raise SettingError(self, err.name, err.why) from None
 
 
-def decoding_kwargs(translator, config) -> dict[str, Any]:
-    """The beam_size / alpha / max_length_offset / min_length_ratio / coverage_penalty /
-    repetition_guard overrides of ``config`` (any evaluation config), plus batch_size."""
-    kwargs = {
-        k: v
-        for k, v in (
-            ("beam_size", config.beam_size),
-            ("alpha", config.alpha),
-            ("max_length_offset", config.max_length_offset),
-            ("min_length_ratio", getattr(config, "min_length_ratio", None)),
-            ("coverage_penalty", getattr(config, "coverage_penalty", None)),
-        )
-        if v is not None
-    }
-    if is_chart_parser(translator):  # a chart search: no beam, no length, no guard to set
-        return {"batch_size": config.batch_size}
-    guard = getattr(config, "repetition_guard", None)
-    if guard is not None:
-        kwargs["repetition_guard"] = guard
-    fixed = getattr(translator, "settings", None)
-    if isinstance(fixed, dict):
-        check_export_settings({"repetition_guard": 0, **fixed}, kwargs)
-        return {"batch_size": config.batch_size}
-    return {**kwargs, "batch_size": config.batch_size}
+def _to_dict(self) -> dict[str, Any]:
+    """The overrides that are set (``None`` is "the preset's")."""
+    return {name: value for name, value in dataclasses.asdict(self).items() if value is not None}
 
 
-def decoding_record(translator, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The decoding settings actually used, for scores.json."""
-    if is_chart_parser(translator):
-        return {"search": "cky", "bias": float(translator.bias)}
-    settings = getattr(translator, "settings", None)
-    if isinstance(settings, dict):  # an exported translator
-        record = {k: settings.get(k) for k in ("beam_size", "alpha", "max_length_offset")}
-        guard = settings.get("repetition_guard")
-        return {**record, **({"repetition_guard": guard} if guard else {}),
-                **({"split_sentences": True} if settings.get("split_sentences") else {}),
-                **({"min_length_ratio": settings["min_length_ratio"]} if settings.get("min_length_ratio") else {}),
-                **({"coverage_penalty": settings["coverage_penalty"]} if settings.get("coverage_penalty") else {})}
-    record: dict[str, Any] = {}
-    decoding = getattr(translator, "decoding", None)
-    if decoding is not None:
-        record = {
-            "beam_size": decoding.beam_size,
-            "alpha": decoding.length_penalty,
-            "max_length_offset": decoding.max_length_offset,
-        }
-        if decoding.split_sentences:  # recorded when on, as the guard: the paper's settings stay three
-            record["split_sentences"] = True
-        if decoding.min_length_ratio:
-            record["min_length_ratio"] = decoding.min_length_ratio
-        if decoding.coverage_penalty:
-            record["coverage_penalty"] = decoding.coverage_penalty
-    record.update({k: v for k, v in kwargs.items() if k not in ("batch_size", "constraint")})
-    for optional in ("min_length_ratio", "coverage_penalty"):  # overridden to none: recorded as never set
-        if record.get(optional) in (0, None):
-            record.pop(optional, None)
-    guard = kwargs.get("repetition_guard", getattr(decoding, "repetition_guard", 0))
-    record.pop("repetition_guard", None)
-    if guard:  # recorded when on, as the other options
-        record["repetition_guard"] = guard
-    return record
+_HINTS = typing.get_type_hints(DecodingSettings)
+
+#: ``DecodingSettings`` with every field optional: ``None`` (the default) keeps the preset's value.
+DecodingOverrides = dataclasses.make_dataclass(
+    "DecodingOverrides",
+    [(f.name, _HINTS[f.name] | None, dataclasses.field(default=None)) for f in dataclasses.fields(DecodingSettings)],
+    namespace={"__post_init__": _check, "to_dict": _to_dict,
+               "__doc__": "Overrides of the preset's decoding settings, by the preset's names (null: the preset's).",
+               "__module__": __name__},
+)
+
+
+#: The settings an evaluation config named one by one before ``decoding`` held them all.
+MOVED_TO_DECODING = {name: f"now decoding.{name}" for name in DecodingSettings.names()} | {
+    "alpha": "now decoding.length_penalty"}
+
+
+def decode(translator, sentences: list[str], overrides, batch_size: int, **options) -> tuple[list, dict[str, Any]]:
+    """``translator``'s outputs for ``sentences`` decoded with ``overrides`` (a
+    :class:`DecodingOverrides`), and the record of how they were decoded, for ``scores.json``."""
+    settings = overrides.to_dict()
+    record = translator.decoding_record(**settings)  # before decoding: an export refuses at once
+    return translator.translate(sentences, batch_size=batch_size, **options, **settings), record

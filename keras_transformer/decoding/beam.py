@@ -348,3 +348,19 @@ def compiled_beam_search(model, beam_size: int, constraint=None, min_length_rati
     key += (min_length_ratio,) if min_length_ratio else ()
     key += (("coverage", coverage_penalty),) if coverage_penalty else ()
     return compiled(model, key, factory)
+
+
+def compiled_search(model, settings, constraint=None):
+    """:func:`compiled_beam_search` for a :class:`~keras_transformer.decoding.settings.DecodingSettings`:
+    traced for its beam size, length floor and coverage penalty (call it with its length penalty and offset)."""
+    return compiled_beam_search(model, settings.beam_size, constraint, settings.min_length_ratio,
+                                settings.coverage_penalty)
+
+
+def search_decode(model, source_ids, settings, constraint=None, slots=None) -> BeamSearchOutput:
+    """:func:`beam_search_decode` with every setting of a
+    :class:`~keras_transformer.decoding.settings.DecodingSettings` (inside a traced function: the export)."""
+    return beam_search_decode(model, source_ids, settings.beam_size, settings.length_penalty,
+                              settings.max_length_offset, constraint, slots,
+                              min_length_ratio=settings.min_length_ratio,
+                              coverage_penalty=settings.coverage_penalty)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.decoding.chart_parser import sentence_scores, source_ids, span_scores, trees_of
+from keras_transformer.decoding.chart_parser import chart_record, sentence_scores, source_ids, span_scores, trees_of
 from keras_transformer.decoding.export import INPUT_NAME, METADATA_FILE, SIGNATURE_KEY
 from keras_transformer.decoding.greedy import ensure_built
 
@@ -123,12 +123,16 @@ class ExportedChartParser:
             results.extend(sentence_scores(batch, out["spans"].numpy(), out["tags"].numpy()))
         return results
 
+    def decoding_record(self, **decoding) -> dict:
+        return chart_record(self.bias, decoding)
+
     def translate(self, sentences: Sequence[str], batch_size: int = 32, n_best: bool = False,
-                  **_) -> list[str] | list[list[str]]:
+                  **decoding) -> list[str] | list[list[str]]:
         """Each sentence's best tree, linearised, scored ``batch_size`` sentences at a time (with
-        ``n_best``, as a one-item list). Beam search settings are ignored, as by ``ChartParser``."""
+        ``n_best``, as a one-item list). Beam search settings do not apply, as to ``ChartParser``."""
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
+        chart_record(self.bias, decoding)
         sentences = list(sentences)
         trees = trees_of(sentences, self.scores(sentences, batch_size), self.labels, self.tags, self.bias)
         return [[tree] for tree in trees] if n_best else trees

@@ -69,6 +69,15 @@ def trees_of(sentences: Sequence[str], scores: Sequence[tuple[np.ndarray, np.nda
     return trees
 
 
+def chart_record(bias: float, decoding: dict) -> dict:
+    """How a chart parser decodes, for a record; beam search settings (``decoding``) do not apply to
+    a chart search, and asking for them is an error rather than a silently ignored setting."""
+    if any(value is not None for value in decoding.values()):
+        raise ValueError(f"a span parser decodes by a chart search (CKY): the beam search settings {decoding} "
+                         "do not apply")
+    return {"search": "cky", "bias": float(bias)}
+
+
 class ChartParser:
     """A span parser and its source tokenizer, parsing lists of sentences (words split by spaces).
 
@@ -98,9 +107,16 @@ class ChartParser:
             results.extend(sentence_scores(batch, spans, tags))
         return results
 
-    def translate(self, sentences: Sequence[str], n_best: bool = False, **_) -> list[str] | list[list[str]]:
+    def decoding_record(self, **decoding) -> dict:
+        return chart_record(self.bias, decoding)
+
+    def translate(self, sentences: Sequence[str], n_best: bool = False, batch_size: int | None = None,
+                  **decoding) -> list[str] | list[list[str]]:
         """Each sentence's best tree, linearised (with ``n_best``, as a one-item list, the form
-        beam search's callers take). Decoding settings of beam search are ignored."""
+        beam search's callers take). Beam search settings do not apply (:func:`chart_record`)."""
+        chart_record(self.bias, decoding)
+        if batch_size is not None:
+            self.batch_size = int(batch_size)
         trees = trees_of(sentences, self.scores(sentences), self.model.labels, self.model.tags, self.bias)
         return [[tree] for tree in trees] if n_best else trees
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding.beam import beam_search_decode
+from keras_transformer.decoding.beam import search_decode
 from keras_transformer.decoding.greedy import ensure_built
-from keras_transformer.decoding.repetition import repetition_guard as guard_for
+from keras_transformer.decoding.repetition import with_guard
 from keras_transformer.decoding.sentences import translate_by_sentence
-from keras_transformer.models.presets import DecodingSettings
+from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.tokenizer import source_batch
 
 logger = logging.getLogger(__name__)
@@ -40,38 +40,22 @@ METADATA_FILE = "assets.extra/translator.json"
 
 
 class TranslatorModule(tf.Module):
-    """``tf.Module`` whose ``translate`` maps a 1-D ``tf.string`` tensor to translations."""
+    """``tf.Module`` whose ``translate`` maps a 1-D ``tf.string`` tensor to translations, decoding
+    with ``decoding`` (a :class:`DecodingSettings`, fixed in the graph) and ``constraint``."""
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        target_tokenizer=None,
-        beam_size: int = 4,
-        alpha: float = 0.6,
-        max_length_offset: int = 50,
-        constraint=None,
-        split_sentences: bool = False,
-        min_length_ratio: float = 0.0,
-        coverage_penalty: float = 0.0,
-        name: str = "translator",
-    ):
+    def __init__(self, model, tokenizer, target_tokenizer=None, decoding: DecodingSettings | None = None,
+                 constraint=None, name: str = "translator"):
         super().__init__(name=name)
-        # A decoding constraint (e.g. the parser's BracketConstraint) is part of the graph: the
-        # export decodes exactly as the evaluation that scored it. Its per-sentence input is the
-        # number of whitespace-separated words.
-        self.constraint = constraint
         ensure_built(model)
         self.model = model
         self.source_tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer if target_tokenizer is not None else tokenizer
-        self.beam_size = int(beam_size)
-        self.alpha = float(alpha)
-        self.max_length_offset = int(max_length_offset)
-        self.split_sentences = bool(split_sentences)
-        self.min_length_ratio = float(min_length_ratio)
-        self.coverage_penalty = float(coverage_penalty)
-        if self.split_sentences and constraint is not None and getattr(constraint, "takes_slots", True):
+        self.decoding = decoding or getattr(model, "decoding", None) or DecodingSettings()
+        # A decoding constraint (the parser's BracketConstraint, the repetition guard) is part of
+        # the graph: the export decodes exactly as the evaluation that scored it. The parser's
+        # per-sentence input is the number of whitespace-separated words.
+        self.constraint = with_guard(self.decoding, model.config.target_vocab_size, constraint, asked=True)
+        if self.decoding.split_sentences and getattr(self.constraint, "takes_slots", False):
             # Its slots count the input's words (the parser's brackets): per input, never per sentence.
             raise ValueError(f"split_sentences cannot be combined with {type(constraint).__name__}, "
                              "whose slots are per input")
@@ -88,10 +72,7 @@ class TranslatorModule(tf.Module):
         slots = None
         if self.constraint is not None:
             slots = tf.cast(tf.strings.split(sentences).row_lengths(), tf.int32)
-        result = beam_search_decode(
-            self.model, source, self.beam_size, self.alpha, self.max_length_offset, self.constraint, slots,
-            min_length_ratio=self.min_length_ratio, coverage_penalty=self.coverage_penalty,
-        )
+        result = search_decode(self.model, source, self.decoding, self.constraint, slots)
         shape = tf.shape(result.ids)
         texts = self.target_tokenizer.detokenize(tf.reshape(result.ids, tf.stack([-1, shape[2]])))
         texts = self.target_tokenizer.restore(texts, tf.repeat(sentences, shape[1]))
@@ -101,7 +82,7 @@ class TranslatorModule(tf.Module):
     def translate(self, sentences):
         """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``), sentence by
         sentence if exported with ``split_sentences`` (as ``Translator.translate``)."""
-        if not self.split_sentences:
+        if not self.decoding.split_sentences:
             return self.n_best(sentences)["hypotheses"][:, 0]
         return translate_by_sentence(sentences, lambda parts: self.n_best(parts)["hypotheses"][:, 0])
 
@@ -110,63 +91,29 @@ class TranslatorModule(tf.Module):
         return {OUTPUT_NAME: self.translate(sentences)}
 
 
-def export_translator(
-    model,
-    tokenizer,
-    path,
-    beam_size: int | None = None,
-    alpha: float | None = None,
-    max_length_offset: int | None = None,
-    target_tokenizer=None,
-    constraint=None,
-    split_sentences: bool = False,
-    min_length_ratio: float = 0.0,
-    coverage_penalty: float = 0.0,
-    repetition_guard: int = 0,
-) -> Path:
+def export_translator(model, tokenizer, path, decoding: DecodingSettings | None = None, target_tokenizer=None,
+                      constraint=None) -> Path:
     """Writes a SavedModel translating raw strings to ``path`` and returns the path.
 
-    ``beam_size``, ``alpha`` and ``max_length_offset`` default to the paper's settings
-    (``DecodingSettings()``) and are fixed in the exported graph. The serving signature
-    ``serving_default`` takes ``sentences: tf.string [batch]`` and returns
-    ``{"translations": tf.string [batch]}``; the module's ``translate`` function returns the
-    tensor directly. The settings are also recorded in ``assets.extra/translator.json``.
-    ``constraint`` (a :class:`~keras_transformer.decoding.constraints.BracketConstraint`) constrains the
-    beam search as in :meth:`Translator.translate`, with one slot per whitespace-separated word.
-    ``split_sentences`` translates each input sentence by sentence and list item by list item (the
-    n-best lists stay per input);
-    ``min_length_ratio`` is the beam search's length floor (``DecodingSettings.min_length_ratio``),
-    ``coverage_penalty`` its coverage penalty (``DecodingSettings.coverage_penalty``), ``repetition_guard``
-    its guard against loops (``DecodingSettings.repetition_guard``), which takes the constraint's place.
+    ``decoding`` (default: the model's own, else the paper's ``DecodingSettings()``) is fixed in
+    the exported graph and recorded under ``"decoding"`` in ``assets.extra/translator.json``. The
+    serving signature ``serving_default`` takes ``sentences: tf.string [batch]`` and returns
+    ``{"translations": tf.string [batch]}``; the module's ``translate`` function returns the tensor
+    directly. ``constraint`` (a :class:`~keras_transformer.decoding.constraints.BracketConstraint`)
+    constrains the beam search as in :meth:`Translator.translate`, with one slot per
+    whitespace-separated word.
     """
-    if repetition_guard:
-        if constraint is not None:
-            raise ValueError("repetition_guard cannot be combined with another constraint")
-        constraint = guard_for(model.config.target_vocab_size, int(repetition_guard))
-    defaults = DecodingSettings()
-    beam_size = defaults.beam_size if beam_size is None else int(beam_size)
-    alpha = defaults.length_penalty if alpha is None else float(alpha)
-    max_length_offset = defaults.max_length_offset if max_length_offset is None else int(max_length_offset)
     path = Path(path)
-    module = TranslatorModule(model, tokenizer, target_tokenizer, beam_size, alpha, max_length_offset, constraint,
-                              split_sentences, min_length_ratio, coverage_penalty)
-    logger.info("tracing the translation graph (beam %d, alpha %s)", beam_size, alpha)
+    module = TranslatorModule(model, tokenizer, target_tokenizer, decoding, constraint)
+    logger.info("tracing the translation graph (%s)", module.decoding.describe())
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
     metadata = {
         "kind": "translator",
-        "beam_size": beam_size,
-        "alpha": alpha,
-        "max_length_offset": max_length_offset,
-        "split_sentences": bool(split_sentences),
-        "min_length_ratio": float(min_length_ratio),
-        "coverage_penalty": float(coverage_penalty),
+        "decoding": module.decoding.to_dict(),
         # URLs, e-mail addresses and paths go through as placeholders, put back from the source.
         "copies_verbatim": bool(getattr(module.target_tokenizer, "copies_verbatim", False)),
-        "copies_identifiers": bool(getattr(module.target_tokenizer, "copies_identifiers", False)),
-        "constraint": None if constraint is None else type(constraint).__name__,
-        # The guard's period: an evaluation of this export checks it asked for the same.
-        **({"repetition_guard": constraint.max_period} if hasattr(constraint, "max_period") else {}),
+        "constraint": None if module.constraint is None else type(module.constraint).__name__,
         "signature": SIGNATURE_KEY,
         "input": INPUT_NAME,
         "output": OUTPUT_NAME,
@@ -176,6 +123,16 @@ def export_translator(
     (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n", "utf-8")
     logger.info("exported translator to %s", path)
     return path
+
+
+def exported_decoding(metadata: dict) -> DecodingSettings:
+    """The decoding an export's metadata records; exports written before the settings were one
+    record kept them at the top level, the length penalty as ``alpha``."""
+    if "decoding" in metadata:
+        return DecodingSettings.from_dict(metadata["decoding"])
+    legacy = {name: metadata.get(name) for name in DecodingSettings.names()}
+    legacy["length_penalty"] = metadata.get("alpha")
+    return DecodingSettings.from_dict(legacy)
 
 
 def is_exported_translator(path) -> bool:
@@ -195,14 +152,28 @@ class ExportedTranslator:
         self.module = tf.saved_model.load(str(self.path))
         metadata_path = self.path / METADATA_FILE
         self.settings = json.loads(metadata_path.read_text("utf-8")) if metadata_path.is_file() else {}
+        self.decoding = exported_decoding(self.settings)
 
-    def translate(self, sentences, batch_size: int = 32, n_best: bool = False) -> list[str] | list[list[str]]:
+    def decoding_record(self, **decoding) -> dict:
+        """The settings compiled into the export; asking for others is an error, not a silent
+        difference between what was asked and what was decoded."""
+        asked = self.decoding.merged(decoding)
+        if asked != self.decoding:
+            differ = {k: v for k, v in asked.to_dict().items() if getattr(self.decoding, k) != v}
+            raise ValueError(f"{self.path} was exported with decoding {self.decoding.describe()}; "
+                             f"it cannot decode with {differ}")
+        return self.decoding.to_dict()
+
+    def translate(self, sentences, batch_size: int = 32, n_best: bool = False,
+                  **decoding) -> list[str] | list[list[str]]:
         """Translations of a list of strings, decoded ``batch_size`` sentences at a time.
 
-        ``n_best=True``: per sentence, every finished beam hypothesis, best first.
+        ``n_best=True``: per sentence, every finished beam hypothesis, best first. ``decoding``
+        overrides must equal the compiled-in settings (:meth:`decoding_record`).
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
+        self.decoding_record(**decoding)
         sentences = list(sentences)
         out: list = []
         for start in range(0, len(sentences), batch_size):

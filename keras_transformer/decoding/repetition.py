@@ -8,11 +8,8 @@ next token may not begin a third copy of it. Unlike blocking every repeated n-gr
 Stopping the third copy at its first piece rather than its last matters for lists: "Kerberos,
 Kerberos, Kerberos" is a loop to a reader (and to the evaluation's loop counter, which reads words
 and skips punctuation), but the third copy of the pieces "Kerberos ," is only complete at a comma
-that need never come; the rule until 2026-11-28 stopped only that comma, and left 4-10 such loops
-in a thousand translations (``repetition-guard-list-split-hour-2026-11-28.json``). It is a decoding
-option, off by default (``DecodingSettings.repetition_guard`` in a preset, a pipeline's
-``evaluation.repetition_guard``, ``Translator.translate(repetition_guard=...)``); the loop counts the
-evaluation reports say whether a model needs it.
+that need never come, so stopping that comma alone leaves such loops. It is a decoding
+setting (``DecodingSettings.repetition_guard``), on in every translation preset.
 
 It has the interface of :class:`~keras_transformer.decoding.constraints.BracketConstraint` (``wrap``,
 ``initial_state``), so beam search, the :class:`~keras_transformer.decoding.translator.Translator` and the
@@ -81,3 +78,18 @@ class RepetitionGuard:
 def repetition_guard(vocab_size: int, max_period: int) -> RepetitionGuard:
     """One guard per vocabulary and period: a compiled search is cached per constraint object."""
     return RepetitionGuard(vocab_size, max_period)
+
+
+def with_guard(settings, vocab_size: int, constraint=None, greedy: bool = False, asked: bool = False):
+    """The beam search's constraint: ``constraint``, or the guard ``settings`` (a
+    :class:`~keras_transformer.decoding.settings.DecodingSettings`) asks for when there is none.
+
+    A guard that comes with the settings gives way to greedy decoding and to another constraint (a
+    parser's); one the caller ``asked`` for by name does not: that is a ``ValueError``.
+    """
+    n = settings.repetition_guard
+    if n and asked and (greedy or constraint is not None):
+        raise ValueError("repetition_guard needs beam search and no other constraint")
+    if not n or greedy or constraint is not None:
+        return constraint
+    return repetition_guard(vocab_size, n)

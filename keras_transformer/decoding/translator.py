@@ -1,8 +1,9 @@
 """Translate raw sentences with a trained Transformer: tokenize, beam search, detokenize.
 
 The defaults are the paper's inference settings (section 6.1): beam size 4, length penalty
-alpha = 0.6, maximum output length = input length + 50; pass a preset's ``decoding`` settings
-(``get_preset(name).decoding``) or override per call.
+alpha = 0.6, maximum output length = input length + 50; a model built from a preset decodes with
+the preset's ``decoding`` (:class:`~keras_transformer.decoding.settings.DecodingSettings`), which a
+call overrides by name.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from keras_transformer.decoding.beam import compiled_beam_search
+from keras_transformer.decoding.beam import compiled_search
 from keras_transformer.decoding.greedy import compiled_greedy_decode
-from keras_transformer.decoding.repetition import repetition_guard as guard_for
+from keras_transformer.decoding.repetition import with_guard
 from keras_transformer.decoding.sentences import translate_by_sentence
-from keras_transformer.models.presets import DecodingSettings
+from keras_transformer.decoding.settings import DecodingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +32,8 @@ class Translator:
         tokenizer: a :class:`~keras_transformer.tokenizer.SubwordTokenizer` (or anything with
             ``tokenize``, ``detokenize``, ``restore`` and ``eos_id``) for the source side, and the
             target side too unless ``target_tokenizer`` is given (separate vocabularies).
-        decoding: default beam size, length penalty and maximum length offset; when omitted, the
-            model's own (``model.decoding``: its preset's), else the paper's (``DecodingSettings()``).
+        decoding: how it decodes by default (:class:`DecodingSettings`); when omitted, the model's own
+            (``model.decoding``: its preset's), else the paper's (``DecodingSettings()``).
 
     Sources are encoded as their subword ids followed by EOS, as in training; translations are
     the best finished beam hypothesis, detokenized up to its EOS, with the source's URLs, e-mail
@@ -73,86 +74,56 @@ class Translator:
     def translate(
         self,
         sentences: Sequence[str],
-        beam_size: int | None = None,
-        alpha: float | None = None,
-        max_length_offset: int | None = None,
         batch_size: int = 32,
         greedy: bool = False,
         n_best: bool = False,
         constraint=None,
         slots: Sequence[int] | None = None,
-        min_length_ratio: float | None = None,
-        coverage_penalty: float | None = None,
-        repetition_guard: int | None = None,
+        **decoding,
     ) -> list[str] | list[list[str]]:
         """Translations of ``sentences``, in order.
 
-        Sentences are sorted by length and decoded in batches of ``batch_size`` so that little
-        padding is computed; the compiled search is traced once per beam size. ``greedy=True``
-        uses greedy decoding instead of beam search (``beam_size`` and ``alpha`` are ignored).
-        ``n_best=True`` returns, per sentence, every finished hypothesis of the beam, best first
-        (for a caller that must reject some, e.g. a parse that is not a tree over its words).
-        ``constraint`` with ``slots`` (one int per sentence) constrains the beam search
-        (:mod:`keras_transformer.decoding.constraints`). With the decoding setting
+        ``decoding``: overrides of the translator's :class:`DecodingSettings` by name
+        (``beam_size=8``, ``length_penalty=1.0``, ...), merged once. Sentences are sorted by length
+        and decoded in batches of ``batch_size`` so that little padding is computed; the compiled
+        search is traced once per beam size. ``greedy=True`` uses greedy decoding instead of beam
+        search (the beam's settings are ignored). ``n_best=True`` returns, per sentence, every
+        finished hypothesis of the beam, best first (for a caller that must reject some, e.g. a
+        parse that is not a tree over its words). ``constraint`` with ``slots`` (one int per
+        sentence) constrains the beam search (:mod:`keras_transformer.decoding.constraints`); it
+        takes the place of a repetition guard that comes with the settings. With
         ``split_sentences`` each paragraph is translated sentence by sentence and item by item
         (:mod:`keras_transformer.decoding.sentences`), except for an n-best list or a constraint
-        with slots, which are per input. ``min_length_ratio`` (default: the decoding setting) is the
-        beam search's length floor (:func:`~keras_transformer.decoding.beam.length_floor`; greedy
-        decoding has none), ``coverage_penalty`` (default: the decoding setting) its coverage penalty
-        (:func:`~keras_transformer.decoding.beam.coverage_bonus`). ``repetition_guard`` (default: the
-        decoding setting; 0 is none) is the beam search's guard against loops
-        (:mod:`keras_transformer.decoding.repetition`), its constraint unless another is given.
+        with slots, which are per input.
         """
         if isinstance(sentences, (str, bytes)):
             raise TypeError("translate() takes a list of sentences, not a single string")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        settings = self.decoding.merged(decoding)
         sentences = list(sentences)
         if not sentences:
             return []
-        constraint = self._with_guard(constraint, greedy, repetition_guard)
+        constraint = with_guard(settings, self.model.config.target_vocab_size, constraint, greedy,
+                                asked=bool(decoding.get("repetition_guard")))
         per_input = n_best or (constraint is not None and getattr(constraint, "takes_slots", True))
-        if self.decoding.split_sentences and not per_input:
+        if settings.split_sentences and not per_input:
             # One beam search over every sentence of every paragraph, then each paragraph joined
             # by the ops its export uses (keras_transformer.decoding.sentences).
             def translate_parts(parts):
                 flat = [part.decode("utf-8") for part in parts.numpy()]
-                return tf.constant(self._translate(
-                    flat, beam_size, alpha, max_length_offset, batch_size, greedy, constraint=constraint,
-                    min_length_ratio=min_length_ratio, coverage_penalty=coverage_penalty), tf.string)
+                return tf.constant(self._translate(flat, settings, batch_size, greedy, constraint=constraint),
+                                   tf.string)
 
             return [t.decode("utf-8") for t in translate_by_sentence(sentences, translate_parts).numpy()]
-        return self._translate(sentences, beam_size, alpha, max_length_offset, batch_size, greedy, n_best,
-                               constraint, slots, min_length_ratio, coverage_penalty)
+        return self._translate(sentences, settings, batch_size, greedy, n_best, constraint, slots)
 
-    def _with_guard(self, constraint, greedy: bool, repetition_guard: int | None):
-        """``constraint``, or the repetition guard the decoding asks for when there is none. A guard
-        from the decoding settings gives way to greedy decoding and to another constraint (a
-        parser's); one asked for in the call does not."""
-        guard = self.decoding.repetition_guard if repetition_guard is None else int(repetition_guard)
-        if guard < 0:
-            raise ValueError(f"repetition_guard must be 0 (none) or a positive n-gram length, got {guard}")
-        if repetition_guard and (greedy or constraint is not None):
-            raise ValueError("repetition_guard needs beam search and no other constraint")
-        if not guard or greedy or constraint is not None:
-            return constraint
-        return guard_for(self.model.config.target_vocab_size, guard)
+    def decoding_record(self, **decoding) -> dict:
+        """The settings :meth:`translate` decodes with given these overrides, for a record."""
+        return self.decoding.merged(decoding).to_dict()
 
-    def _translate(self, sentences, beam_size=None, alpha=None, max_length_offset=None, batch_size=32,
-                   greedy=False, n_best=False, constraint=None, slots=None, min_length_ratio=None,
-                   coverage_penalty=None):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        beam_size = self.decoding.beam_size if beam_size is None else int(beam_size)
-        alpha = self.decoding.length_penalty if alpha is None else float(alpha)
-        offset = self.decoding.max_length_offset if max_length_offset is None else int(max_length_offset)
-        floor = self.decoding.min_length_ratio if min_length_ratio is None else float(min_length_ratio)
-        coverage = self.decoding.coverage_penalty if coverage_penalty is None else float(coverage_penalty)
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be a positive integer, got {beam_size}")
-        if alpha < 0:
-            raise ValueError(f"length penalty alpha must be >= 0, got {alpha}")
-        if floor < 0:
-            raise ValueError(f"min_length_ratio must be >= 0, got {floor}")
-
+    def _translate(self, sentences, settings: DecodingSettings, batch_size=32, greedy=False, n_best=False,
+                   constraint=None, slots=None):
         encoded = self.encode(sentences)
         # Longest first: the first batch shows the worst-case time, and similar lengths share
         # a batch. Ties keep input order (stable sort) so results do not depend on the sort.
@@ -164,28 +135,20 @@ class Translator:
             slots = [0] * len(sentences)
         if constraint is not None and (greedy or slots is None or len(slots) != len(sentences)):
             raise ValueError("a constraint needs beam search and one slots value per sentence")
-        if greedy:
-            decode = compiled_greedy_decode(self.model)
-        else:
-            decode = compiled_beam_search(self.model, beam_size, constraint, floor, coverage)
-        logger.info(
-            "translating %d sentences in %d batches (%s)",
-            len(sentences),
-            len(batches),
-            "greedy" if greedy else f"beam {beam_size}, alpha {alpha}, max length input + {offset}"
-            + (f", no end before {floor:g} of the input" if floor else "")
-            + (f", coverage penalty {coverage:g}" if coverage else ""),
-        )
+        decode = compiled_greedy_decode(self.model) if greedy else compiled_search(self.model, settings, constraint)
+        logger.info("translating %d sentences in %d batches (%s)", len(sentences), len(batches),
+                    f"greedy, max length input + {settings.max_length_offset}" if greedy else settings.describe())
+        offset = tf.constant(settings.max_length_offset, tf.int32)
         for batch in tqdm(batches, desc="translating", unit="batch", disable=None):
             width = max(len(encoded[i]) for i in batch)
             source = np.full((len(batch), width), pad, np.int32)
             for row, i in enumerate(batch):
                 source[row, : len(encoded[i])] = encoded[i]
             if greedy:
-                ids = decode(tf.constant(source), tf.constant(offset, tf.int32)).ids[:, None]
+                ids = decode(tf.constant(source), offset).ids[:, None]
                 found = np.ones(ids.shape[:2], bool)
             else:
-                inputs = [tf.constant(source), tf.constant(alpha, tf.float32), tf.constant(offset, tf.int32)]
+                inputs = [tf.constant(source), tf.constant(settings.length_penalty, tf.float32), offset]
                 if constraint is not None:
                     inputs.append(tf.constant([int(slots[i]) for i in batch], tf.int32))
                 result = decode(*inputs)

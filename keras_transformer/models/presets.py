@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.models.config import TransformerConfig, config_class
 
 
@@ -57,31 +58,6 @@ class TrainingRecipe:
 
         return transformer_adam(d_model, self.warmup_steps, self.adam_beta_1, self.adam_beta_2, self.adam_epsilon,
                                 scale=self.learning_rate_scale, decay_fraction=decay_fraction)
-
-
-@dataclass(frozen=True)
-class DecodingSettings:
-    """Section 6.1: beam size, length penalty alpha, max output length offset."""
-
-    #: Hypotheses kept at each step (section 6.1: 4; section 6.3's parser: 21).
-    beam_size: int = 4
-    #: GNMT's length penalty alpha (section 6.1: 0.6; section 6.3: 0.3).
-    length_penalty: float = 0.6
-    #: The longest output is the input's length plus this many pieces (section 6.1: 50; 6.3: 300).
-    max_length_offset: int = 50
-    #: Translate a paragraph sentence by sentence and list item by list item
-    #: (``keras_transformer.decoding.sentences``); the paper's test sets are single sentences, the
-    #: DDTP descriptions paragraphs.
-    split_sentences: bool = False
-    #: A length floor (not in the paper): no translation of a sentence ends before this fraction
-    #: of its source's pieces (``keras_transformer.decoding.beam.length_floor``); 0 is none.
-    min_length_ratio: float = 0.0
-    #: GNMT's coverage penalty beta (not in the paper): finished hypotheses that left source tokens
-    #: unattended rank lower (``keras_transformer.decoding.beam.coverage_bonus``); 0 is none.
-    coverage_penalty: float = 0.0
-    #: A guard against loops (not in the paper): n > 0 lets no third copy in a row of an n-gram of
-    #: up to n pieces begin (``keras_transformer.decoding.repetition``); 0 is none. Beam search only.
-    repetition_guard: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +134,7 @@ def get_preset(name: str) -> Preset:
         description=spec.get("description", ""),
         model=dict(spec["model"]),
         training=TrainingRecipe(**spec.get("training", {})),
-        decoding=DecodingSettings(**spec.get("decoding", {})),
+        decoding=DecodingSettings.from_dict(spec.get("decoding", {})),
         paper_params_millions=spec.get("paper_params_millions"),
         architecture=spec.get("architecture", "transformer"),
     )

@@ -1,101 +1,85 @@
-"""The decoding settings an evaluation passes on: overrides, the repetition guard, an export's fixed ones."""
+"""An evaluation's decoding overrides: every ``DecodingSettings`` field by its own name, checked, merged once."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
 
 import pytest
 
+from keras_transformer.decoding.export import ExportedTranslator, exported_decoding
+from keras_transformer.decoding.settings import DecodingSettings
 from pipelines.config import ConfigError, from_dict
-from pipelines.decoding import decoding_kwargs, decoding_record
+from pipelines.decoding import DecodingOverrides
+from pipelines.tasks.parsing.evaluation import ParseEvalConfig
 from pipelines.tasks.translation.evaluation import EvalConfig
 
-TRANSLATOR = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(target_vocab_size=50)),
-                             decoding=SimpleNamespace(beam_size=4, length_penalty=0.6, max_length_offset=50,
-                                                      split_sentences=False, min_length_ratio=0.0,
-                                                      coverage_penalty=0.0, repetition_guard=0))
+
+def other_value(name: str):
+    """A valid value of setting ``name`` that is not its default (the same rule for every field)."""
+    default = getattr(DecodingSettings(), name)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    return default + 0.25
 
 
-def test_the_guard_is_passed_on_and_recorded():
-    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(beam_size=2, repetition_guard=4))
-    assert kwargs == {"beam_size": 2, "repetition_guard": 4, "batch_size": 32}
-    assert decoding_record(TRANSLATOR, kwargs) == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 50,
-                                                   "repetition_guard": 4}
-    # Left unset, the translator's own (the preset's) applies and is recorded when it has one.
-    unset = decoding_kwargs(TRANSLATOR, EvalConfig())
-    assert "repetition_guard" not in unset and "repetition_guard" not in decoding_record(TRANSLATOR, unset)
-    guarded = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
-                                                                                "repetition_guard": 8}))
-    assert decoding_record(guarded, unset)["repetition_guard"] == 8
-    off = decoding_kwargs(guarded, EvalConfig(repetition_guard=0))
-    assert off["repetition_guard"] == 0 and "repetition_guard" not in decoding_record(guarded, off)
+def invalid_value(name: str):
+    """A value of the wrong type for setting ``name``."""
+    return "many" if not isinstance(getattr(DecodingSettings(), name), bool) else 3
 
 
-def test_an_export_decodes_only_with_the_guard_it_was_built_with():
-    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "repetition_guard": 4})
-    assert decoding_kwargs(export, EvalConfig(repetition_guard=4)) == {"batch_size": 32}
-    assert decoding_kwargs(export, EvalConfig()) == {"batch_size": 32}  # the preset's, built in
-    assert decoding_record(export, {})["repetition_guard"] == 4
-    with pytest.raises(ValueError, match="repetition_guard=4; cannot decode with 0"):
-        decoding_kwargs(export, EvalConfig(repetition_guard=0))
-    plain = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50})
-    with pytest.raises(ValueError, match="repetition_guard=0; cannot decode with 3"):
-        decoding_kwargs(plain, EvalConfig(repetition_guard=3))
+@pytest.mark.parametrize("config_class", [EvalConfig, ParseEvalConfig])
+def test_every_decoding_setting_is_an_override_by_its_own_name(config_class):
+    names = DecodingSettings.names()
+    assert {f.name for f in dataclasses.fields(DecodingOverrides)} == set(names)
+    overrides = {name: other_value(name) for name in names}
+    config = from_dict(config_class, {"decoding": overrides}, source="eval.yaml")
+    assert config.decoding.to_dict() == overrides
+    merged = DecodingSettings().merged(config.decoding.to_dict())
+    assert merged.to_dict() == overrides
+    # Unset, an override leaves the preset's value alone.
+    preset = DecodingSettings(beam_size=21, length_penalty=0.3)
+    assert preset.merged(from_dict(config_class, {}).decoding.to_dict()) == preset
 
 
-def test_the_guard_setting_is_checked():
-    for bad in (-1, True, 2.5):
-        with pytest.raises(ConfigError, match="repetition_guard"):
-            from_dict(EvalConfig, {"repetition_guard": bad})
+@pytest.mark.parametrize("name", DecodingSettings.names())
+def test_a_bad_value_is_refused_naming_its_setting(name):
+    with pytest.raises(ConfigError, match=rf"decoding.*{name}"):
+        from_dict(EvalConfig, {"decoding": {name: invalid_value(name)}}, source="eval.yaml")
 
 
-def test_sentence_splitting_is_recorded_when_on():
-    splitting = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
-                                                                                  "split_sentences": True}))
-    assert decoding_record(splitting, {})["split_sentences"] is True
-    assert "split_sentences" not in decoding_record(TRANSLATOR, {})
-    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "split_sentences": True})
-    assert decoding_record(export, {})["split_sentences"] is True
+@pytest.mark.parametrize("name, value", [("beam_size", 0), ("length_penalty", -0.1), ("max_length_offset", -5),
+                                         ("min_length_ratio", 1.5), ("coverage_penalty", -1.0),
+                                         ("repetition_guard", -1)])
+def test_a_value_out_of_range_is_refused_before_any_work(name, value):
+    with pytest.raises(ConfigError, match=rf"{name}={value}"):
+        from_dict(EvalConfig, {"decoding": {name: value}}, source="eval.yaml")
+    with pytest.raises(ValueError, match=rf"decoding.{name}"):
+        DecodingSettings(**{name: value})
 
 
-def test_a_length_floor_is_passed_on_recorded_and_checked_against_an_export():
-    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(min_length_ratio=0.5))
-    assert kwargs["min_length_ratio"] == 0.5 and decoding_record(TRANSLATOR, kwargs)["min_length_ratio"] == 0.5
-    # Left unset, the translator's own (the preset's) applies and is recorded when it has one.
-    assert "min_length_ratio" not in decoding_kwargs(TRANSLATOR, EvalConfig())
-    floored = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
-                                                                                "min_length_ratio": 0.6}))
-    assert decoding_record(floored, {})["min_length_ratio"] == 0.6
-    assert "min_length_ratio" not in decoding_record(floored, {"min_length_ratio": 0.0})
-    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "min_length_ratio": 0.6})
-    assert decoding_kwargs(export, EvalConfig(min_length_ratio=0.6)) == {"batch_size": 32}
-    assert decoding_record(export, {})["min_length_ratio"] == 0.6
-    with pytest.raises(ValueError, match="min_length_ratio=0.6; cannot decode with 0.3"):
-        decoding_kwargs(export, EvalConfig(min_length_ratio=0.3))
+def test_a_setting_named_the_old_way_says_where_it_went():
+    with pytest.raises(ConfigError, match=r"eval.yaml:alpha was removed \(now decoding.length_penalty\)"):
+        from_dict(EvalConfig, {"alpha": 1.2}, source="eval.yaml")
+    with pytest.raises(ConfigError, match=r"beam_size was removed \(now decoding.beam_size\)"):
+        from_dict(ParseEvalConfig, {"beam_size": 8}, source="eval.yaml")
+    with pytest.raises(ConfigError, match="decoding.alpha: unknown setting"):
+        from_dict(EvalConfig, {"decoding": {"alpha": 1.2}}, source="eval.yaml")
 
 
-def test_a_coverage_penalty_is_recorded_from_the_translator_or_the_export():
-    assert "coverage_penalty" not in decoding_record(TRANSLATOR, {})
-    covering = SimpleNamespace(model=TRANSLATOR.model, decoding=SimpleNamespace(**{**vars(TRANSLATOR.decoding),
-                                                                                 "coverage_penalty": 0.2}))
-    assert decoding_record(covering, {})["coverage_penalty"] == 0.2
-    export = SimpleNamespace(settings={"beam_size": 4, "alpha": 0.6, "max_length_offset": 50, "coverage_penalty": 0.2})
-    assert decoding_record(export, {})["coverage_penalty"] == 0.2
-    uncovered = SimpleNamespace(settings={**export.settings, "coverage_penalty": 0.0})
-    assert "coverage_penalty" not in decoding_record(uncovered, {})
-    # An evaluation may override it for a Translator, never for an export built with another.
-    kwargs = decoding_kwargs(TRANSLATOR, EvalConfig(coverage_penalty=0.4))
-    assert kwargs["coverage_penalty"] == 0.4 and decoding_record(TRANSLATOR, kwargs)["coverage_penalty"] == 0.4
-    assert "coverage_penalty" not in decoding_record(covering, {"coverage_penalty": 0.0})
-    assert decoding_kwargs(export, EvalConfig(coverage_penalty=0.2)) == {"batch_size": 32}
-    with pytest.raises(ValueError, match="coverage_penalty=0.2; cannot decode with 0.4"):
-        decoding_kwargs(export, EvalConfig(coverage_penalty=0.4))
+def test_an_export_decodes_only_with_the_settings_compiled_into_it():
+    export = object.__new__(ExportedTranslator)
+    export.path, export.decoding = "export", DecodingSettings(repetition_guard=8, length_penalty=1.2)
+    assert export.decoding_record() == export.decoding.to_dict()
+    assert export.decoding_record(repetition_guard=8) == export.decoding.to_dict()
+    with pytest.raises(ValueError, match="cannot decode with {'repetition_guard': 0}"):
+        export.decoding_record(repetition_guard=0)
 
 
-def test_the_setting_is_checked():
-    with pytest.raises(ValueError, match="repetition_guard"):
-        EvalConfig(repetition_guard=-1)
-    with pytest.raises(ValueError, match="min_length_ratio=.*: must be a fraction"):
-        EvalConfig(min_length_ratio=1.5)
-    with pytest.raises(ValueError, match="coverage_penalty=.*: must be >= 0"):
-        EvalConfig(coverage_penalty=-0.1)
+def test_an_export_written_before_the_settings_were_one_record_reads_as_it_decodes():
+    legacy = {"kind": "translator", "beam_size": 4, "alpha": 1.2, "max_length_offset": 50,
+              "split_sentences": True, "min_length_ratio": 0.6, "coverage_penalty": 0.0}
+    assert exported_decoding(legacy) == DecodingSettings(length_penalty=1.2, split_sentences=True,
+                                                         min_length_ratio=0.6)
+    assert exported_decoding({"decoding": DecodingSettings(beam_size=2).to_dict()}) == DecodingSettings(beam_size=2)

@@ -19,12 +19,12 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import SettingError
 from pipelines.corpus import SPLITS, Corpus
-from pipelines.decoding import decoding_kwargs, decoding_record
+from pipelines.decoding import MOVED_TO_DECODING, DecodingOverrides
 
 from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
 from .linearize import best_tree, delinearize, tree_constraint
@@ -42,14 +42,13 @@ class ParseEvalConfig:
     The record holds EVALB's own figures too (``evalb``), for comparison with published ones.
     """
 
+    removed_settings: ClassVar[dict[str, str]] = MOVED_TO_DECODING
+
     #: The split parsed and scored.
     split: str = "test"
-    #: The beam size; null: the preset's.
-    beam_size: int | None = None
-    #: The length penalty alpha; null: the preset's.
-    alpha: float | None = None
-    #: The output length limit's offset; null: the preset's.
-    max_length_offset: int | None = None
+    #: Overrides of the preset's decoding by the preset's names (the parser presets: section 6.3's beam 21, length
+    #: penalty 0.3, +300; a span parser's chart search takes none).
+    decoding: DecodingOverrides = dataclasses.field(default_factory=DecodingOverrides)
     #: Sentences decoded together.
     batch_size: int = 16
     #: Parse only the first sentences of the split (quick checks).
@@ -68,7 +67,9 @@ class ParseEvalConfig:
             raise SettingError(self, "split", f"must be one of {list(SPLITS)}")
         if self.punctuation not in ("each", "gold"):
             raise SettingError(self, "punctuation", "must be 'each' or 'gold'")
-        for name in ("beam_size", "batch_size", "max_sentences"):
+        if isinstance(self.decoding, dict):  # built in code rather than read by from_dict
+            self.decoding = DecodingOverrides(**self.decoding)
+        for name in ("batch_size", "max_sentences"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise SettingError(self, name, "must be positive")
@@ -138,10 +139,12 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
         raise ValueError(f"split {config.split!r} of {corpus.directory} has no sentences")
     sentences = [source for source, _ in pairs]
     gold = [delinearize(target, source.split()) for source, target in pairs]
-    decode = decoding_kwargs(translator, config)
+    overrides = config.decoding.to_dict()
+    decoding = translator.decoding_record(**overrides)  # before decoding: an export refuses at once
     logger.info("parsing %d %s sentences (%s)", len(pairs), config.split,
-                ", ".join(f"{name} {value}" for name, value in decode.items()))
-    decoded, predicted, repaired = parse_sentences(translator, sentences, config.constrained, **decode)
+                ", ".join(f"{name} {value}" for name, value in decoding.items()))
+    decoded, predicted, repaired = parse_sentences(translator, sentences, config.constrained,
+                                                   batch_size=config.batch_size, **overrides)
 
     scores = score_trees(gold, predicted, cutoff_len=config.cutoff_len, punctuation=config.punctuation)
     baselines = {
@@ -172,7 +175,7 @@ def evaluate_parser(translator, corpus: Corpus, config: ParseEvalConfig | None =
             "num_sentences": len(pairs),
             "corpus_fingerprint": corpus.fingerprint(config.split),
             "config": dataclasses.asdict(config),
-            "decoding": decoding_record(translator, decode),
+            "decoding": decoding,
         },
     }
     atomic_write_bytes(output_dir / SCORES_FILE, (json.dumps(record, indent=2) + "\n").encode("utf-8"))

@@ -21,6 +21,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,14 +39,13 @@ TITLES = {
 class AttentionPlotConfig:
     """Which layer (0-based; negative counts from the last) and kinds to draw, and how.
 
-    ``beam_size``/``alpha`` decode the translation when no target is given (the paper's
-    defaults when ``None``); ``max_tokens`` truncates very long sentences for legibility.
+    ``decoding`` (a ``DecodingSettings``) decodes the translation when no target is given (the
+    model's own when ``None``); ``max_tokens`` truncates very long sentences for legibility.
     """
 
     layer: int = -1
     kinds: tuple[str, ...] = ("encoder_self", "encoder_decoder")
-    beam_size: int | None = None
-    alpha: float | None = None
+    decoding: Any = None
     max_tokens: int = 60
     dpi: int = 110
     columns: int = 4
@@ -92,8 +92,8 @@ def attention_maps(model, tokenizer, sentence: str, target: str | None = None,
     """Runs ``model`` on ``sentence`` (and its translation) and returns one layer's weights."""
     import tensorflow as tf
 
-    from keras_transformer.decoding.beam import compiled_beam_search
-    from keras_transformer.models.presets import DecodingSettings
+    from keras_transformer.decoding.beam import compiled_search
+    from keras_transformer.decoding.settings import DecodingSettings
 
     config = config or AttentionPlotConfig()
     target_tokenizer = target_tokenizer or tokenizer
@@ -108,11 +108,9 @@ def attention_maps(model, tokenizer, sentence: str, target: str | None = None,
     source_ids = source_ids + [c.eos_id]
     source = tf.constant([source_ids], tf.int32)
     if target is None:
-        defaults = DecodingSettings()
-        beam = config.beam_size or defaults.beam_size
-        alpha = defaults.length_penalty if config.alpha is None else config.alpha
-        result = compiled_beam_search(model, beam)(
-            source, tf.constant(alpha, tf.float32), tf.constant(defaults.max_length_offset, tf.int32)
+        settings = config.decoding or getattr(model, "decoding", None) or DecodingSettings()
+        result = compiled_search(model, settings)(
+            source, tf.constant(settings.length_penalty, tf.float32), tf.constant(settings.max_length_offset, tf.int32)
         )
         length = int(result.lengths[0, 0])
         target_ids = [int(t) for t in result.ids[0, 0, :length].numpy()]

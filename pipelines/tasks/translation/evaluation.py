@@ -36,14 +36,14 @@ import logging
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import SettingError
 from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus
-from pipelines.decoding import decoding_kwargs, decoding_record
+from pipelines.decoding import MOVED_TO_DECODING, DecodingOverrides, decode
 from pipelines.tasks.translation.paper_bleu import (  # noqa: F401  (part of this module's API)
     UNICODE_PUNCTUATION,
     paper_tokenize,
@@ -74,35 +74,26 @@ TOKENIZED_BLEU_LABEL = (
 
 @dataclass
 class EvalConfig:
-    """Settings of the evaluation stage.
+    """Settings of the evaluation stage (section 6.1's scoring of the test split)."""
 
-    ``beam_size``, ``alpha`` and ``max_length_offset`` left ``None`` use the translator's
-    defaults (the paper's 4, 0.6 and +50, section 6.1). ``max_sentences`` evaluates only the
-    first sentences of the split (quick checks). ``width`` is the number of decimals passed to
-    the ``sacrebleu`` command line (``-w``) in the recorded commands. ``extra_splits`` are scored
-    after ``split`` the same way (``[]``: none); left ``None``, a ``test`` evaluation also scores
-    the corpus' other test splits (``test_unseen``) when it has them. ``attention_examples``: how
-    many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
-    ``repetition_guard`` left ``None`` is the preset's (``DecodingSettings``), else ``n > 0`` lets no
-    third copy in a row of an n-gram of up to ``n`` pieces begin while decoding
-    (:mod:`keras_transformer.decoding.repetition`; the export decodes alike); 0 is off.
-    ``min_length_ratio`` left ``None`` is the preset's length floor (``DecodingSettings``), else a
-    fraction of each source sentence's pieces no translation ends before (0: none).
-    ``coverage_penalty`` left ``None`` is the preset's (``DecodingSettings``), else GNMT's beta (0: none).
-    """
+    removed_settings: ClassVar[dict[str, str]] = MOVED_TO_DECODING
 
+    #: The split translated and scored.
     split: str = "test"
+    #: Splits scored after ``split`` the same way (``[]``: none); null: a ``test`` evaluation also
+    #: scores the corpus' other test splits (``test_unseen``).
     extra_splits: tuple[str, ...] | None = None
-    beam_size: int | None = None
-    alpha: float | None = None
-    max_length_offset: int | None = None
+    #: Overrides of the preset's decoding (``DecodingSettings``), by the preset's names; the export
+    #: decodes with the same.
+    decoding: DecodingOverrides = field(default_factory=DecodingOverrides)
+    #: Sentences decoded together.
     batch_size: int = 32
+    #: Evaluate only the first sentences of the split (quick checks).
     max_sentences: int | None = None
+    #: Decimals passed to the ``sacrebleu`` command line (``-w``) in the recorded commands.
     width: int = 4
+    #: How many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
     attention_examples: int = 2
-    repetition_guard: int | None = None
-    min_length_ratio: float | None = None
-    coverage_penalty: float | None = None
 
     def __post_init__(self) -> None:
         # Checked here, not when the corpus is opened: in a pipeline that is after training.
@@ -113,21 +104,10 @@ class EvalConfig:
                        else SettingError(self, "extra_splits", f"{split!r} is not one of {known}"))
         if self.extra_splits is not None:
             self.extra_splits = tuple(s for s in dict.fromkeys(self.extra_splits) if s != self.split)
-        if self.beam_size is not None and self.beam_size < 1:
-            raise SettingError(self, "beam_size", "must be positive")
-        if self.alpha is not None and self.alpha < 0:
-            raise SettingError(self, "alpha", "must be >= 0")
-        if self.repetition_guard is not None and (isinstance(self.repetition_guard, bool) or not isinstance(
-                self.repetition_guard, int) or self.repetition_guard < 0):
-            raise SettingError(self, "repetition_guard",
-                               "must be 0 (off), the longest n-gram to stop, or null (the preset's)")
+        if isinstance(self.decoding, dict):  # built in code rather than read by from_dict
+            self.decoding = DecodingOverrides(**self.decoding)
         if self.batch_size < 1:
             raise SettingError(self, "batch_size", "must be positive")
-        if self.min_length_ratio is not None and (isinstance(self.min_length_ratio, bool) or not isinstance(
-                self.min_length_ratio, (int, float)) or not 0 <= self.min_length_ratio < 1):
-            raise SettingError(self, "min_length_ratio", "must be a fraction in [0, 1) (or null: the preset's)")
-        if self.coverage_penalty is not None and not self.coverage_penalty >= 0:
-            raise SettingError(self, "coverage_penalty", "must be >= 0 (or null: the preset's)")
         if self.max_sentences is not None and self.max_sentences < 1:
             raise SettingError(self, "max_sentences", "must be positive")
         if self.attention_examples < 0:
@@ -346,8 +326,8 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
     sources = [clean_line(s) for s, _ in pairs]
     references = [clean_line(t) for _, t in pairs]
     logger.info("evaluating on %d %s sentences of %s", len(pairs), split, corpus.language_pair)
-    decode_kwargs = decoding_kwargs(translator, config)
-    hypotheses = [clean_line(h) for h in translator.translate(sources, **decode_kwargs)]
+    decoded, decoding = decode(translator, sources, config.decoding, config.batch_size)
+    hypotheses = [clean_line(h) for h in decoded]
     if len(hypotheses) != len(sources):
         raise RuntimeError(f"translator returned {len(hypotheses)} translations for {len(sources)} sentences")
 
@@ -370,7 +350,7 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
         "num_sentences": len(pairs),
         "corpus_fingerprint": corpus.fingerprint(split),
         "config": dataclasses.asdict(config),
-        "decoding": decoding_record(translator, decode_kwargs),
+        "decoding": decoding,
         "files": {
             "sources": SOURCES_FILE,
             "hypotheses": HYPOTHESES_FILE,

@@ -21,6 +21,7 @@ from keras_transformer.decoding.export import (
     is_exported_translator,
     load_exported,
 )
+from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.models.span_parser import SpanParser
 from tests.keras_transformer.decoding import fresh_process
 from tests.keras_transformer.tiny_models import tiny_transformer
@@ -80,7 +81,9 @@ def test_the_export_gives_the_trees_chart_parser_gives(exported, model, tokenize
     assert parser.labels == LABELS and parser.tags == TAGS and parser.bias == BIAS
     for batch_size in (1, 3, 7, 32):
         assert parser.translate(SENTENCES, batch_size=batch_size) == expected
-    assert parser(SENTENCES, n_best=True, beam_size=4) == [[tree] for tree in expected]
+    assert parser(SENTENCES, n_best=True) == [[tree] for tree in expected]
+    with pytest.raises(ValueError, match="chart search"):  # a beam setting does not apply, and says so
+        parser(SENTENCES, beam_size=4)
     # Not vacuous: trees over every word, many with constituents inside constituents.
     assert expected[-1] == "" and all(tree for tree in expected[:-1])
     assert [sum(not t.startswith(("(", ")")) for t in tree.split()) for tree in expected] == [
@@ -114,7 +117,7 @@ def test_metadata_and_dispatch(exported, model):
 
 def test_the_seq2seq_export_still_loads_as_a_translator(tokenizer, tmp_path):
     path = export_translator(tiny_transformer(tokenizer.vocab_size), tokenizer, tmp_path / "translator",
-                             beam_size=2, max_length_offset=3)
+                             DecodingSettings(beam_size=2, max_length_offset=3))
     assert json.loads((path / METADATA_FILE).read_text("utf-8"))["kind"] == "translator"
     loaded = load_exported(path)
     assert isinstance(loaded, ExportedTranslator) and len(loaded.translate(["install it"])) == 1

@@ -18,6 +18,7 @@ from keras_transformer.decoding.export import (
     is_exported_translator,
     load_exported,
 )
+from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 from tests.keras_transformer.decoding import fresh_process
 from tests.keras_transformer.tiny_models import tiny_transformer
@@ -54,20 +55,19 @@ def model(tokenizer):
 @pytest.fixture(scope="module")
 def exported(model, tokenizer, tmp_path_factory):
     path = tmp_path_factory.mktemp("export") / "translator"
-    return export_translator(model, tokenizer, path, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
+    return export_translator(model, tokenizer, path, DecodingSettings(BEAM, ALPHA, OFFSET))
 
 
 def test_export_writes_saved_model_with_settings(exported):
     assert is_exported_translator(exported)
     metadata = json.loads((exported / METADATA_FILE).read_text("utf-8"))
-    assert metadata["beam_size"] == BEAM and metadata["alpha"] == ALPHA
-    assert metadata["max_length_offset"] == OFFSET
+    assert metadata["decoding"] == DecodingSettings(BEAM, ALPHA, OFFSET).to_dict()
     assert metadata["copies_verbatim"] is False
 
 
 def test_reloaded_in_fresh_process_translates_like_translator(exported, model, tokenizer):
     expected = Translator(model, tokenizer).translate(
-        SENTENCES, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
+        SENTENCES, beam_size=BEAM, length_penalty=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -89,10 +89,10 @@ def test_reloaded_in_fresh_process_translates_like_translator(exported, model, t
 
 def test_load_exported_wrapper(exported, model, tokenizer):
     loaded = load_exported(exported)
-    assert loaded.settings["beam_size"] == BEAM
+    assert loaded.decoding.beam_size == BEAM
     out = loaded.translate(SENTENCES)
     expected = Translator(model, tokenizer).translate(
-        SENTENCES, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
+        SENTENCES, beam_size=BEAM, length_penalty=ALPHA, max_length_offset=OFFSET, batch_size=len(SENTENCES)
     )
     assert out == expected
     served = loaded.module.signatures[SIGNATURE_KEY](sentences=tf.constant(SENTENCES))
@@ -108,13 +108,12 @@ def test_export_and_translator_copy_the_sources_verbatim_spans(verbatim_tokenize
     model = tiny_transformer(verbatim_tokenizer.vocab_size, num_layers=1)
     sentences = ["See https://example.org/a56/src/examples/ for more.", "No spans."]
     expected = Translator(model, verbatim_tokenizer).translate(
-        sentences, beam_size=BEAM, alpha=ALPHA, max_length_offset=OFFSET)
+        sentences, beam_size=BEAM, length_penalty=ALPHA, max_length_offset=OFFSET)
     assert "https://example.org/a56/src/examples/" in expected[0].split()
     assert "://" not in expected[1]
-    path = export_translator(model, verbatim_tokenizer, tmp_path / "t", beam_size=BEAM, alpha=ALPHA,
-                             max_length_offset=OFFSET)
+    path = export_translator(model, verbatim_tokenizer, tmp_path / "t", DecodingSettings(BEAM, ALPHA, OFFSET))
     loaded = load_exported(path)
-    assert loaded.settings["copies_verbatim"] is True and loaded.settings["copies_identifiers"] is False
+    assert loaded.settings["copies_verbatim"] is True
     assert loaded.translate(sentences) == expected
 
 
@@ -136,7 +135,6 @@ def test_a_length_floor_decodes_alike_in_the_translator_and_the_export(tokenizer
     """No hypothesis of the floored search ends before half its source's pieces, and the export
     (its floor in the graph and in its settings) gives the Translator's strings."""
     from keras_transformer.decoding.beam import beam_search_decode, length_floor
-    from keras_transformer.models.presets import DecodingSettings
 
     model = eos_first_model(tokenizer.vocab_size)
     sentences = [s for s in SENTENCES if s]
@@ -152,37 +150,38 @@ def test_a_length_floor_decodes_alike_in_the_translator_and_the_export(tokenizer
     translator = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, OFFSET, min_length_ratio=0.5))
     expected = translator.translate(sentences)
     assert all(expected) and not any(Translator(model, tokenizer).translate(sentences, beam_size=BEAM))
-    path = export_translator(model, tokenizer, tmp_path / "floored", beam_size=BEAM, alpha=ALPHA,
-                             max_length_offset=OFFSET, min_length_ratio=0.5)
+    path = export_translator(model, tokenizer, tmp_path / "floored", translator.decoding)
     loaded = load_exported(path)
-    assert loaded.settings["min_length_ratio"] == 0.5
+    assert loaded.decoding.min_length_ratio == 0.5
     assert loaded.translate(sentences) == expected
 
 
 def test_a_coverage_penalty_decodes_alike_in_the_translator_and_the_export(model, tokenizer, tmp_path):
     from keras_transformer.decoding.beam import beam_search_decode
-    from keras_transformer.models.presets import DecodingSettings
 
     # Outputs 3 tokens shorter than their sources pay at most n - 3 of attention to n source tokens,
     # so every hypothesis' coverage term is at most 3 * -3: the guard below cannot pass by chance.
+    # (The engine's search takes an offset a setting may not: the penalty's bound needs short outputs.)
     short = -3
     sentences = [s for s in SENTENCES if s]
-    expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, short, coverage_penalty=3.0)
-                          ).translate(sentences)
-    plain = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, short))
-    assert plain.translate(sentences, coverage_penalty=3.0) == expected  # or per call
-    path = export_translator(model, tokenizer, tmp_path / "coverage", beam_size=BEAM, alpha=ALPHA,
-                             max_length_offset=short, coverage_penalty=3.0)
-    loaded = load_exported(path)
-    assert loaded.settings["coverage_penalty"] == 3.0
-    assert loaded.translate(sentences) == expected
-    # The export's scores carry the penalty.
+    plain = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, 0))
     source = tf.ragged.constant(plain.encode(sentences)).to_tensor()
     covered = beam_search_decode(model, source, BEAM, ALPHA, short, coverage_penalty=3.0).scores.numpy()[:, 0]
     uncovered = beam_search_decode(model, source, BEAM, ALPHA, short).scores.numpy()[:, 0]
     assert (covered <= uncovered - 8.9).all()
+    expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, 0, coverage_penalty=3.0)
+                          ).translate(sentences)
+    assert plain.translate(sentences, coverage_penalty=3.0) == expected  # or per call
+    path = export_translator(model, tokenizer, tmp_path / "coverage", expected_settings := DecodingSettings(
+        BEAM, ALPHA, 0, coverage_penalty=3.0))
+    assert load_exported(path).decoding == expected_settings
+    loaded = load_exported(path)
+    assert loaded.decoding.coverage_penalty == 3.0
+    assert loaded.translate(sentences) == expected
+    # The export's scores carry the penalty.
+    at_zero = beam_search_decode(model, source, BEAM, ALPHA, 0, coverage_penalty=3.0).scores.numpy()[:, 0]
     exported_scores = loaded.module.n_best(tf.constant(sentences))["scores"].numpy()[:, 0]
-    assert exported_scores == pytest.approx(covered, abs=1e-4)
+    assert exported_scores == pytest.approx(at_zero, abs=1e-4)
 
 
 def test_the_repetition_guard_decodes_alike_in_the_translator_and_the_export(tokenizer, tmp_path):
@@ -191,7 +190,6 @@ def test_the_repetition_guard_decodes_alike_in_the_translator_and_the_export(tok
     import numpy as np
 
     from keras_transformer import Transformer
-    from keras_transformer.models.presets import DecodingSettings
 
     model = Transformer(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0)
     model.build()
@@ -207,8 +205,8 @@ def test_the_repetition_guard_decodes_alike_in_the_translator_and_the_export(tok
     expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, OFFSET, repetition_guard=2)
                           ).translate(sentences)
     assert expected != looping
-    path = export_translator(model, tokenizer, tmp_path / "guarded", beam_size=BEAM, alpha=ALPHA,
-                             max_length_offset=OFFSET, repetition_guard=2)
+    path = export_translator(model, tokenizer, tmp_path / "guarded", DecodingSettings(BEAM, ALPHA, OFFSET,
+                                                                                      repetition_guard=2))
     loaded = load_exported(path)
-    assert loaded.settings["repetition_guard"] == 2
+    assert loaded.decoding.repetition_guard == 2
     assert loaded.translate(sentences) == expected

@@ -95,21 +95,23 @@ def test_a_translator_takes_the_guard_from_its_decoding_settings(tokenizer):
     """A model whose preset decodes with the guard translates as with the guard passed by hand;
     a call may turn it off, and greedy decoding or another constraint goes without it."""
     from keras_transformer.decoding.constraints import BracketConstraint
-    from keras_transformer.models.presets import DecodingSettings
+    from keras_transformer.decoding.repetition import with_guard
+    from keras_transformer.decoding.settings import DecodingSettings
 
     model = tiny_transformer(tokenizer.vocab_size, num_layers=1)
     plain = Translator(model, tokenizer, decoding=DecodingSettings(beam_size=2, max_length_offset=12))
     guarded = Translator(model, tokenizer, decoding=DecodingSettings(beam_size=2, max_length_offset=12,
                                                                      repetition_guard=4))
-    guard = guarded._with_guard(None, False, None)
+    vocab = model.config.target_vocab_size
+    guard = with_guard(guarded.decoding, vocab)
     assert isinstance(guard, RepetitionGuard) and guard.max_period == 4
-    assert guarded._with_guard(None, False, None) is guard  # one object: the search is traced once
+    assert with_guard(guarded.decoding, vocab) is guard  # one object: the search is traced once
     sentences = ["Shows the current weather.", "This package contains the development files."]
     assert guarded.translate(sentences) == plain.translate(sentences, constraint=guard)
     assert guarded.translate(sentences, repetition_guard=0) == plain.translate(sentences)
-    assert guarded._with_guard(None, True, None) is None
+    assert with_guard(guarded.decoding, vocab, greedy=True) is None
     other = BracketConstraint.__new__(BracketConstraint)
-    assert guarded._with_guard(other, False, None) is other
+    assert with_guard(guarded.decoding, vocab, other) is other
     with pytest.raises(ValueError, match="repetition_guard needs beam search"):
         plain.translate(sentences, greedy=True, repetition_guard=4)
 

@@ -85,9 +85,8 @@ def test_translator_joins_the_translations_of_the_sentences(splitting):
 
 
 def test_export_splits_as_the_translator(splitting, tmp_path):
-    path = export_translator(splitting.model, splitting.tokenizer, tmp_path / "export", beam_size=BEAM,
-                             max_length_offset=OFFSET, split_sentences=True)
-    assert json.loads((path / METADATA_FILE).read_text("utf-8"))["split_sentences"] is True
+    path = export_translator(splitting.model, splitting.tokenizer, tmp_path / "export", splitting.decoding)
+    assert json.loads((path / METADATA_FILE).read_text("utf-8"))["decoding"]["split_sentences"] is True
     assert load_exported(path).translate(PARAGRAPHS, batch_size=2) == splitting.translate(PARAGRAPHS)
 
 
@@ -96,5 +95,5 @@ def test_export_refuses_to_split_for_a_constraint_with_slots(splitting, tmp_path
         takes_slots = True
 
     with pytest.raises(ValueError, match="split_sentences cannot be combined with PerInput"):
-        export_translator(splitting.model, splitting.tokenizer, tmp_path / "export", constraint=PerInput(),
-                          split_sentences=True)
+        export_translator(splitting.model, splitting.tokenizer, tmp_path / "export",
+                          DecodingSettings(split_sentences=True), constraint=PerInput())

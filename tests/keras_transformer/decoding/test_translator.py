@@ -41,7 +41,7 @@ def test_batching_and_sorting_do_not_change_results(model, tokenizer):
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
 def test_beam_one_equals_greedy(model, tokenizer, alpha):
     translator = Translator(model, tokenizer)
-    beam = translator.translate(SENTENCES, beam_size=1, alpha=alpha, max_length_offset=6)
+    beam = translator.translate(SENTENCES, beam_size=1, length_penalty=alpha, max_length_offset=6)
     greedy = translator.translate(SENTENCES, greedy=True, max_length_offset=6)
     assert beam == greedy
     assert any(greedy)  # guard: not all empty
@@ -50,7 +50,7 @@ def test_beam_one_equals_greedy(model, tokenizer, alpha):
 def test_defaults_come_from_decoding_settings(model, tokenizer):
     settings = DecodingSettings(beam_size=3, length_penalty=1.0, max_length_offset=3)
     translator = Translator(model, tokenizer, decoding=settings)
-    explicit = translator.translate(SENTENCES, beam_size=3, alpha=1.0, max_length_offset=3)
+    explicit = translator.translate(SENTENCES, beam_size=3, length_penalty=1.0, max_length_offset=3)
     assert translator.translate(SENTENCES) == explicit
     assert Translator(model, tokenizer).decoding == DecodingSettings()  # the paper's 4 / 0.6 / +50
 
@@ -96,8 +96,10 @@ def test_rejects_bad_arguments(model, tokenizer):
         translator.translate("a single string")
     with pytest.raises(ValueError, match="beam_size"):
         translator.translate(["x"], beam_size=0)
-    with pytest.raises(ValueError, match="alpha"):
-        translator.translate(["x"], alpha=-1.0)
+    with pytest.raises(ValueError, match="length_penalty"):
+        translator.translate(["x"], length_penalty=-1.0)
+    with pytest.raises(ValueError, match="did you mean length_penalty"):
+        translator.translate(["x"], length_penalty_alpha=1.0)
     small = kt.Transformer(vocab_size=100, num_layers=1, d_model=16, num_heads=2, d_ff=16)
     with pytest.raises(ValueError, match="vocabulary"):
         Translator(small, tokenizer)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
+from keras_transformer.decoding.settings import DecodingSettings
 from pipelines.tasks.translation.attention_plots import (
     AttentionPlotConfig,
     attention_maps,
@@ -48,13 +49,13 @@ def test_a_verbatim_span_is_labelled_so_that_a_font_can_draw_it(verbatim_tokeniz
                            d_ff=32, dropout=0.0)
     model.build()
     maps = attention_maps(model, verbatim_tokenizer, "See https://example.org/docs/ for details.",
-                          config=AttentionPlotConfig(layer=0, beam_size=1))
+                          config=AttentionPlotConfig(layer=0, decoding=DecodingSettings(beam_size=1)))
     assert any("<span>" in token for token in maps.source_tokens)
     assert not any(VERBATIM in token for token in maps.source_tokens + maps.target_tokens)
 
 
 def test_plot_writes_one_png_per_kind(model, tokenizer, tmp_path):
-    config = AttentionPlotConfig(layer=-1, beam_size=2)
+    config = AttentionPlotConfig(layer=-1, decoding=DecodingSettings(beam_size=2))
     paths = plot_attention(model, tokenizer, SENTENCE, tmp_path, config,
                            target="Das Paket bietet ein Befehlszeilenwerkzeug für Bilder.")
     assert set(paths) == {"encoder_self", "encoder_decoder"}
