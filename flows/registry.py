@@ -53,13 +53,15 @@ def evaluation_key(evaluation: TaskEvaluation) -> str:
 
 
 def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Path) -> Path:
-    """Writes the MLflow model (MLmodel, export, signature, example) to ``path``."""
+    """Writes the MLflow model (MLmodel, export, signature, example, the export's decoding in its
+    metadata) to ``path``."""
     import mlflow.pyfunc
     import pandas as pd
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
 
     from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
+    from keras_transformer.decoding.export import export_record
 
     shutil.rmtree(path, ignore_errors=True)
     signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
@@ -68,6 +70,8 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
         path=str(path), python_model=str(Path(__file__).with_name("pyfunc_model.py")),
         model_config={"task": task}, artifacts={"export": str(export_dir)}, signature=signature,
         input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}), pip_requirements=pinned_requirements(),
+        # How it decodes, where a registry's reader sees it: the export's own record.
+        metadata={"decoding": export_record(export_dir)},
     )
     return path
 

@@ -206,26 +206,20 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     evaluation config's overrides, and the task's decoding constraint."""
     import keras
 
-    from keras_transformer.decoding.export import export_translator
-    from keras_transformer.models.span_parser import SpanParser
+    import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
+    from keras_transformer.decoding.export import export_record
     from pipelines.results import Export
     from pipelines.tokenization import load_tokenizers
 
     tokenizers = load_tokenizers(vocabulary)
     keras_model = keras.saving.load_model(model.path, compile=False)
-    if isinstance(keras_model, SpanParser):
-        # A chart search has no beam: the scores of every span, then CKY with the calibrated bias.
-        from keras_transformer.decoding.chart_export import export_chart_parser
-
-        path = export_chart_parser(keras_model, tokenizers.source, output_dir)
-        get_run_logger().info("exported the span parser to %s (bias %.2f)", path, keras_model.bias)
-        return Export(str(path), {"bias": keras_model.bias})
     decoding = _decoding(preset).merged(eval_config.decoding.to_dict())
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
-    path = export_translator(keras_model, tokenizers.source, output_dir, decoding,
-                             target_tokenizer=None if tokenizers.shared else tokenizers.target, constraint=constraint)
-    get_run_logger().info("exported to %s: %s", path, decoding.describe())
-    return Export(str(path), decoding.to_dict())
+    path = keras_model.export_decoder(output_dir, tokenizers.source, None if tokenizers.shared else tokenizers.target,
+                                      decoding, constraint)
+    settings = export_record(path)  # what the export decodes with, read back
+    get_run_logger().info("exported to %s: %s", path, _figures(settings))
+    return Export(str(path), settings)
 
 
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)

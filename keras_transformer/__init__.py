@@ -24,7 +24,7 @@ _MODULES = {
     "keras_transformer.models.config": ("TransformerConfig", "SpanParserConfig"),
     "keras_transformer.models.transformer": ("Transformer",),
     "keras_transformer.models.span_parser": ("SpanParser",),
-    "keras_transformer.decoding.chart_parser": ("ChartParser",),
+    "keras_transformer.models.span_parser.chart_parser": ("ChartParser",),
     "keras_transformer.models.presets": ("Preset", "get_preset", "preset_names"),
     "keras_transformer.decoding.settings": ("DecodingSettings",),
     "keras_transformer.training.losses": ("LabelSmoothedCrossEntropy", "label_smoothed_nll"),

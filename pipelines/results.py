@@ -132,8 +132,8 @@ class AveragedModel(StageResult):
 
 @dataclasses.dataclass(frozen=True)
 class Export(StageResult):
-    """The export stage's output: a SavedModel that decodes raw strings with ``settings`` (beam
-    size, length penalty alpha, length offset), as the evaluation decoded."""
+    """The export stage's output: a SavedModel that decodes raw strings with ``settings`` (its
+    ``DecodingSettings``, or a chart parser's search and bias), as the evaluation decoded."""
 
     directory: str
     settings: dict[str, Any]

@@ -158,3 +158,42 @@ def test_the_private_import_check_sees_every_form(tmp_path):
     assert private_imports(tmp_path / "app" / "m.py", tmp_path) == [
         "lib._impl", "lib.core._helper", "lib.core._other"]
     assert private_imports(tmp_path / "lib" / "user.py", tmp_path) == []
+
+
+#: Each model class and the package it lives in: only there may code ask whether a model is one.
+MODEL_CLASSES = {"SpanParser": "keras_transformer/models/span_parser", "SpanParserConfig": "keras_transformer/models",
+                 "Transformer": "keras_transformer/models", "TransformerConfig": "keras_transformer/models"}
+
+
+def model_type_checks(path: Path, root: Path = REPO) -> list[str]:
+    """``isinstance``/``issubclass`` calls in ``path`` whose class argument names a model class,
+    outside that class's own package (``path`` relative to ``root``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "isinstance", "issubclass") and len(node.args) == 2:
+            names = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[1])
+                     if isinstance(n, (ast.Name, ast.Attribute))}
+            where = str(path.relative_to(root))
+            found += [f"{where}:{node.lineno} {name}" for name in sorted(names & set(MODEL_CLASSES))
+                      if not where.startswith(MODEL_CLASSES[name])]
+    return found
+
+
+def test_the_model_says_how_it_is_used_and_no_caller_asks_its_type():
+    """Training objective, decoder and export come from the model (``model.objective``,
+    ``model.decoder``, ``model.export_decoder``), not from type checks at the call sites."""
+    files = [f for package in ("keras_transformer", "pipelines", "flows", "benchmarks")
+             for f in sorted((REPO / package).rglob("*.py"))]
+    assert [check for f in files for check in model_type_checks(f)] == []
+
+
+def test_the_type_check_finder_sees_a_check(tmp_path):
+    probe = tmp_path / "flows" / "probe.py"
+    probe.parent.mkdir()
+    probe.write_text("def f(model):\n    return isinstance(model, (SpanParser, int))\n", "utf-8")
+    assert model_type_checks(probe, tmp_path) == ["flows/probe.py:2 SpanParser"]
+    inside = tmp_path / "keras_transformer" / "models" / "span_parser" / "model.py"
+    inside.parent.mkdir(parents=True)
+    inside.write_text(probe.read_text("utf-8"), "utf-8")
+    assert model_type_checks(inside, tmp_path) == []

@@ -11,7 +11,7 @@ SentencePiece ops) and nothing else: no Keras, no ``keras_transformer``::
     translator.translate(tf.constant(["Hello world."]))                 # tf.string [batch]
     translator.signatures["serving_default"](sentences=tf.constant([...]))["translations"]
 
-A span parser's export (:mod:`keras_transformer.decoding.chart_export`) writes the same metadata
+A span parser's export (:mod:`keras_transformer.models.span_parser.chart_export`) writes the same metadata
 file with ``"kind": "chart_parser"``; :func:`load_exported` loads either kind.
 """
 
@@ -125,6 +125,17 @@ def export_translator(model, tokenizer, path, decoding: DecodingSettings | None 
     return path
 
 
+def export_record(path) -> dict:
+    """How the export at ``path`` decodes, read from its metadata alone (no graph loaded): its
+    ``DecodingSettings``, or a chart parser's search and bias."""
+    metadata = json.loads((Path(path) / METADATA_FILE).read_text("utf-8"))
+    if metadata.get("kind") == "chart_parser":
+        from keras_transformer.models.span_parser.chart_parser import chart_record
+
+        return chart_record(metadata["bias"], {})
+    return exported_decoding(metadata).to_dict()
+
+
 def exported_decoding(metadata: dict) -> DecodingSettings:
     """The decoding an export's metadata records; exports written before the settings were one
     record kept them at the top level, the length penalty as ``alpha``."""
@@ -137,7 +148,7 @@ def exported_decoding(metadata: dict) -> DecodingSettings:
 
 def is_exported_translator(path) -> bool:
     """Whether ``path`` is a directory written by :func:`export_translator` or
-    :func:`~keras_transformer.decoding.chart_export.export_chart_parser` (both load with :func:`load_exported`)."""
+    :func:`~keras_transformer.models.span_parser.chart_export.export_chart_parser` (both load with :func:`load_exported`)."""
     path = Path(path)
     return (path / "saved_model.pb").is_file() and (path / METADATA_FILE).is_file()
 
@@ -192,12 +203,12 @@ class ExportedTranslator:
 
 def load_exported(path):
     """Loads an export (TensorFlow + tensorflow_text): an :class:`ExportedTranslator` for
-    :func:`export_translator`'s, an :class:`~keras_transformer.decoding.chart_export.ExportedChartParser`
+    :func:`export_translator`'s, an :class:`~keras_transformer.models.span_parser.chart_export.ExportedChartParser`
     for a span parser's (metadata ``"kind": "chart_parser"``). Both translate lists of sentences."""
     metadata_path = Path(path) / METADATA_FILE
     metadata = json.loads(metadata_path.read_text("utf-8")) if metadata_path.is_file() else {}
     if metadata.get("kind") == "chart_parser":
-        from keras_transformer.decoding.chart_export import ExportedChartParser  # imports this module
+        from keras_transformer.models.span_parser.chart_export import ExportedChartParser  # imports this module
 
         return ExportedChartParser(path)
     return ExportedTranslator(path)

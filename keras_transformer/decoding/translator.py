@@ -182,23 +182,19 @@ class Translator:
 
 
 def load_translator(model_path, tokenizer_path, target_tokenizer_path=None, decoding=None):
-    """The decoder a saved model calls for: a :class:`Translator` for a ``Transformer``, a
-    :class:`~keras_transformer.decoding.chart_parser.ChartParser` for a span parser (which reads
-    only the source tokenizer). Both take ``translate(sentences, n_best=...)``."""
+    """The decoder a saved model calls for (``model.decoder``): a :class:`Translator` for a
+    ``Transformer``, a chart parser for a span parser (which reads only the source tokenizer). Both
+    take ``translate(sentences, n_best=...)``."""
     import keras
 
-    from keras_transformer.models.span_parser import SpanParser
+    import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
     from keras_transformer.models.transformer import Transformer  # noqa: F401  (registers classes)
     from keras_transformer.tokenizer import SubwordTokenizer
 
     model = keras.saving.load_model(model_path, compile=False)
     tokenizer = SubwordTokenizer(tokenizer_path)
-    if isinstance(model, SpanParser):
-        from keras_transformer.decoding.chart_parser import ChartParser
-
-        return ChartParser(model, tokenizer)
     target = SubwordTokenizer(target_tokenizer_path) if target_tokenizer_path else None
-    return Translator(model, tokenizer, target, decoding or run_preset_decoding(model, model_path))
+    return model.decoder(tokenizer, target, decoding or run_preset_decoding(model, model_path))
 
 
 def run_preset_decoding(model, model_path) -> DecodingSettings | None:

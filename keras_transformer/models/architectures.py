@@ -25,9 +25,7 @@ def model_class(architecture: str):
 
 def architecture_of(model) -> str:
     """The architecture name of a model instance."""
-    from keras_transformer.models.span_parser import SpanParser
-
-    return "span_parser" if isinstance(model, SpanParser) else "transformer"
+    return model.architecture
 
 
 def build_model(architecture: str, config, dtype=None):

@@ -239,13 +239,27 @@ class TransformerConfig(_VocabularyChecks):
         embeddings (Table 3 row E), ``None`` (no limit) for sinusoids (section 3.5)."""
         return self.max_length if self.positional_encoding == "learned" else None
 
+    @property
+    def reads_trees(self) -> bool:
+        """Whether the model learns from a linearised tree's symbols (the word-aligned parser)."""
+        return self.word_alignment
+
+    def vocabulary_facts(self, source, target, trees) -> dict[str, Any]:
+        """The settings that are facts of the vocabularies, where this config leaves them empty: which
+        pieces begin a word and which symbols stand for one (``trees()``, the training trees, unread)."""
+        if not self.word_alignment or self.word_start_ids:
+            return {}
+        from keras_transformer.layers.word_alignment import alignment_ids
+
+        return alignment_ids(source, target)
+
 
 @dataclass(frozen=True)
 class SpanParserConfig(_VocabularyChecks):
     """Architecture of a span parser (:class:`~keras_transformer.models.span_parser.SpanParser`).
 
     Section 3.1's encoder over the source pieces, a span classifier and a tagger. The spans are trained
-    on the gold tree's probability among all trees (:mod:`keras_transformer.training.tree_crf`; Zhang,
+    on the gold tree's probability among all trees (:mod:`keras_transformer.models.span_parser.tree_crf`; Zhang,
     Zhou & Li 2020, supar's parser), and the chart search adds up per span the log-odds of its marginal
     probability of being a constituent (supar's ``--mbr``). ``labels``, ``tags``, ``word_start_ids`` and
     ``source_pieces`` are facts of the treebank and the vocabularies: left empty in a preset, the
@@ -367,6 +381,25 @@ class SpanParserConfig(_VocabularyChecks):
     def max_positions(self) -> None:
         """Sinusoidal positions (section 3.5): no length limit."""
         return None
+
+    #: It learns from linearised trees: its targets are read off the target vocabulary's pieces.
+    reads_trees = True
+
+    def vocabulary_facts(self, source, target, trees) -> dict[str, Any]:
+        """The settings that are facts of the treebank and the vocabularies, where this config leaves
+        them empty: the span labels of the training trees (``trees()``) and the tags, which pieces
+        begin a word, and the pieces' strings the character CNN spells words from."""
+        from keras_transformer.layers.word_alignment import alignment_ids
+        from keras_transformer.models.span_parser.targets import span_inventory
+
+        facts: dict[str, Any] = {}
+        if not self.labels:
+            facts.update(span_inventory(trees(), target.pieces(), target.special_ids))
+        if not self.word_start_ids:
+            facts["word_start_ids"] = alignment_ids(source, target)["word_start_ids"]
+        if self.char_dim and not self.source_pieces:
+            facts["source_pieces"] = source.pieces()
+        return facts
 
 
 #: Architecture name (a preset's ``architecture``, ``model_config.json``'s) -> its config class.

@@ -392,6 +392,27 @@ class Transformer(keras.Model):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
+    # How the model is used, asked of the model rather than of its type (the span parser answers too).
+    architecture = "transformer"
+
+    def objective(self, label_smoothing: float = 0.0, target_pieces=None):
+        """Section 5.4's label-smoothed cross-entropy, as the training stage's step minimises it."""
+        from keras_transformer.training.objectives import TranslationObjective
+
+        return TranslationObjective(self, label_smoothing)
+
+    def decoder(self, tokenizer, target_tokenizer=None, decoding=None):
+        """A :class:`~keras_transformer.decoding.translator.Translator` of raw strings (section 6.1's beam search)."""
+        from keras_transformer.decoding.translator import Translator
+
+        return Translator(self, tokenizer, target_tokenizer, decoding)
+
+    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None):
+        """The decoder as one SavedModel (:func:`~keras_transformer.decoding.export.export_translator`)."""
+        from keras_transformer.decoding.export import export_translator
+
+        return export_translator(self, tokenizer, path, decoding, target_tokenizer, constraint)
+
     def get_config(self):
         config = super().get_config()
         config.update(self.config.to_dict())

@@ -15,9 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from keras_transformer.layers.word_alignment import alignment_ids
-from keras_transformer.models.config import SpanParserConfig
-from keras_transformer.models.span_targets import missing_symbols, span_inventory
+from keras_transformer.models.span_parser.targets import missing_symbols
 from keras_transformer.tokenizer import SubwordTokenizer
 from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
@@ -50,26 +48,14 @@ def train_on_corpus(
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
     model_config = config.model_config(sizes)
     target_pieces = None
-    if isinstance(model_config, SpanParserConfig) or model_config.word_alignment:
+    if model_config.reads_trees:
         target_pieces = target.pieces()
         check_tree_symbols(corpus, target_pieces)
-    if isinstance(model_config, SpanParserConfig):
-        if not model_config.labels:
-            # The span labels are the training trees' and the tags the target vocabulary's:
-            # facts of the corpus, read here once and kept in the model's config.
-            inventory = span_inventory((tree for _, tree in corpus.pairs("train")), target_pieces,
-                                       target.special_ids)
-            config = dataclasses.replace(config, model={**config.model, **inventory})
-        if not model_config.word_start_ids:
-            starts = alignment_ids(source, target)["word_start_ids"]
-            config = dataclasses.replace(config, model={**config.model, "word_start_ids": starts})
-        if model_config.char_dim and not model_config.source_pieces:
-            # The character CNN spells words from the pieces' strings: the vocabulary's fact too.
-            config = dataclasses.replace(config, model={**config.model, "source_pieces": source.pieces()})
-        model_config = config.model_config(sizes)
-    elif model_config.word_alignment and not model_config.word_start_ids:
-        # Which pieces begin a word and which symbols stand for one are the vocabularies' facts.
-        config = dataclasses.replace(config, model={**config.model, **alignment_ids(source, target)})
+    # The settings the vocabularies and the treebank decide are read here once and kept in the
+    # model's config (so a saved model carries them).
+    facts = model_config.vocabulary_facts(source, target, lambda: (tree for _, tree in corpus.pairs("train")))
+    if facts:
+        config = dataclasses.replace(config, model={**config.model, **facts})
         model_config = config.model_config(sizes)
     model_config.check_tokenizer(source, "source")
     model_config.check_tokenizer(target, "target")

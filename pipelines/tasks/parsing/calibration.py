@@ -3,7 +3,7 @@
 A span parser trained with a cross-entropy per span (Kitaev & Klein 2018's local model, as in
 ``keras_transformer.models.span_parser``) is shy of constituents: on the sample's dev files its
 spans had recall 72.7 against precision 83.8. Decoding adds a bias to every span's log-odds of
-"a constituent" against "none" (``keras_transformer.decoding.chart.decode_chart``); this stage
+"a constituent" against "none" (``keras_transformer.models.span_parser.chart.decode_chart``); this stage
 picks the bias with the best labelled F1 on the validation split and writes it into the model's
 config, so the evaluation, the export and the registered model all decode with it.
 """
@@ -48,16 +48,17 @@ def calibrate(model_path: str | Path, source_tokenizer: Any, corpus: Corpus, out
     another model is returned as it is (``(model_path, None)``). The record holds each bias' F1."""
     import keras
 
-    from keras_transformer.decoding.chart_parser import ChartParser
-    from keras_transformer.models.span_parser import SpanParser
+    import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
 
     model = keras.saving.load_model(model_path, compile=False)
-    if not isinstance(model, SpanParser):
+    if not hasattr(model, "with_bias"):  # a beam search has no constituent bias to choose
         return Path(model_path), None
     pairs = list(corpus.pairs(split))
     if not pairs:
         raise ValueError(f"split {split!r} of {corpus.directory} has no sentences to choose the bias on")
-    scores = bias_f1(ChartParser(model, source_tokenizer, bias=0.0), pairs)
+    parser = model.decoder(source_tokenizer)
+    parser.bias = 0.0
+    scores = bias_f1(parser, pairs)
     best = max(scores, key=lambda bias: (scores[bias], -bias))
     model.with_bias(best)
     model.save(output_path)

@@ -5,7 +5,7 @@ a sentence (words ``i .. j-1``) for every constituent label and for "no constitu
 are one label (``S+VP``); the root ``TOP`` is implicit, and preterminals (POS tags) are a tagger's,
 so a span of one word carries only the chain above its tag (``NP`` over a lone ``NN``).
 :func:`span_labels` reads a gold tree into the chart a model learns; :func:`best_tree` is the
-tree of a scored chart (``keras_transformer.decoding.chart``'s CKY, read back by
+tree of a scored chart (``keras_transformer.models.span_parser.chart``'s CKY, read back by
 :func:`.linearize.delinearize`). A gold chart gives the gold tree back.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from keras_transformer.decoding.chart import CHAIN, EMPTY, decode_chart
+from keras_transformer.models.span_parser.chart import CHAIN, EMPTY, decode_chart
 
 from .linearize import delinearize
 from .tree import Leaf, Tree
@@ -51,7 +51,7 @@ def span_labels(tree: Tree) -> dict[tuple[int, int], str]:
 def best_tree(words: Sequence[str], tags: Sequence[str], log_probs: np.ndarray, labels: Sequence[str],
               bias: float = 0.0) -> Tree:
     """The best tree over ``words`` of span label log-probabilities
-    (:func:`keras_transformer.decoding.chart.decode_chart`)."""
+    (:func:`keras_transformer.models.span_parser.chart.decode_chart`)."""
     if len(words) != len(tags):
         raise ValueError(f"{len(words)} words but {len(tags)} tags")
     return delinearize(decode_chart(log_probs, tags, labels, bias), words)

@@ -7,8 +7,9 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer.models.span_parser import SpanParser, span_parser_loss
-from keras_transformer.models.span_targets import SpanTargets
-from keras_transformer.training.objectives import SpanObjective, TranslationObjective, objective_for
+from keras_transformer.models.span_parser.objective import SpanObjective
+from keras_transformer.models.span_parser.targets import SpanTargets
+from keras_transformer.training.objectives import TranslationObjective, objective_for
 from pipelines.tasks.parsing.linearize import linearize
 from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
@@ -78,7 +79,7 @@ def test_the_tree_crf_objective_learns_the_trees_the_chart_search_finds():
     """The objective is the gold trees' negative log-probabilities under the tree CRF plus the
     tags' cross-entropy, the probe's loss times the words; trained on it, the chart search finds
     the gold trees."""
-    from keras_transformer.training.tree_crf import tree_crf_losses
+    from keras_transformer.models.span_parser.tree_crf import tree_crf_losses
     from pipelines.tasks.parsing.chart import best_tree
 
     model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,

@@ -60,7 +60,7 @@ def test_invalid_settings_are_rejected():
 def test_a_word_vocabulary_of_the_trees_spells_every_symbol(toy_treebank, tmp_path, coverage, complete):
     """The default target vocabulary keeps every tree symbol, the rare ones too: a tag left
     ``<unk>`` would make a word vanish from the parsers' targets (the training stage refuses it)."""
-    from keras_transformer.models.span_targets import missing_symbols
+    from keras_transformer.models.span_parser.targets import missing_symbols
     from pipelines.corpus import Corpus
     from pipelines.tasks.parsing.data import TreebankConfig, prepare_treebank
     from pipelines.tokenization import TokenizerConfig, load_tokenizers, train_tokenizer

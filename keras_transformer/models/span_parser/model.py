@@ -7,7 +7,7 @@ off the fenceposts around it, ``[f_j - f_i ; b_i+1 - b_j+1]`` of the two halves 
 state (with learned start and end sentinels), a small MLP scores it for every label and for "no
 constituent" (label 0), and a chart search (``pipelines.tasks.parsing.chart``) picks the best
 tree. Trained on the gold tree's probability among all trees (the tree CRF of Zhang, Zhou & Li
-2020, ``keras_transformer.training.tree_crf``), a step costs one encoder pass and no decoding loop;
+2020, ``keras_transformer.models.span_parser.tree_crf``), a step costs one encoder pass and no decoding loop;
 the chart search adds up the log-odds of each span's probability of being in the tree under the
 tree CRF (minimum Bayes risk decoding). POS tags come from a classifier
 over each word's state. A word's state is that of its first subword piece, or the mean of its
@@ -47,7 +47,7 @@ class SpanParser(keras.Model):
     Args: the fields of :class:`~keras_transformer.models.config.SpanParserConfig` (kept as
     ``model.config``): the source vocabulary, the span ``labels`` (``""`` = no constituent first,
     unary chains one label) and the POS ``tags``, whose names decode scores into trees
-    (:class:`~keras_transformer.decoding.chart_parser.ChartParser`), the source pieces that begin a
+    (:class:`~keras_transformer.models.span_parser.chart_parser.ChartParser`), the source pieces that begin a
     word (SentencePiece's ``▁`` pieces), the encoder (sections 3.1 and 5.4), the span MLP's width,
     the special ids and the dev-chosen constituent ``bias``.
     """
@@ -256,7 +256,7 @@ class SpanParser(keras.Model):
         """``keras.Model.compile``; ``"auto"`` is section 5.3's Adam on equation (3) with the
         span-parser-cpu recipe's warm-up and scale. The loss is :func:`span_parser_loss`, so ``fit``
         takes ``x=source_ids, y={"spans": [batch, n + 1, n + 1], "tags": [batch, n]}`` label ids,
-        :data:`IGNORE` where there is none (``keras_transformer.models.span_targets`` reads them off
+        :data:`IGNORE` where there is none (``keras_transformer.models.span_parser.targets`` reads them off
         linearised trees)."""
         if optimizer == "auto":
             from keras_transformer.models.presets import get_preset
@@ -276,6 +276,29 @@ class SpanParser(keras.Model):
         """Sets the decoding bias (recorded in ``get_config``, so a saved model keeps it)."""
         self.config = dataclasses.replace(self.config, bias=float(bias))
 
+    # How the model is used, asked of the model rather than of its type (as of the Transformer).
+    architecture = "span_parser"
+
+    def objective(self, label_smoothing: float = 0.0, target_pieces=None):
+        """The tree CRF and tagging loss per word (:mod:`.objective`); label smoothing does not apply."""
+        from keras_transformer.models.span_parser.objective import SpanObjective
+
+        if target_pieces is None:
+            raise ValueError("a span parser learns from linearised trees: give the target vocabulary's pieces")
+        return SpanObjective(self, target_pieces)
+
+    def decoder(self, tokenizer, target_tokenizer=None, decoding=None):
+        """A :class:`~.chart_parser.ChartParser`: every span scored, the best tree by CKY (no beam to set)."""
+        from keras_transformer.models.span_parser.chart_parser import ChartParser
+
+        return ChartParser(self, tokenizer)
+
+    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None):
+        """The span scores as one SavedModel (:func:`~.chart_export.export_chart_parser`), read by CKY."""
+        from keras_transformer.models.span_parser.chart_export import export_chart_parser
+
+        return export_chart_parser(self, tokenizer, path)
+
     def get_config(self):
         config = super().get_config()
         config.update(self.config.to_dict())
@@ -285,7 +308,7 @@ class SpanParser(keras.Model):
 def span_parser_loss(outputs, span_labels, tag_labels):
     """The gold trees' negative log-probabilities under the tree CRF per word, plus the mean
     cross-entropy of the tags over the real words (``IGNORE`` elsewhere)."""
-    from keras_transformer.training.tree_crf import tree_crf_losses
+    from keras_transformer.models.span_parser.tree_crf import tree_crf_losses
 
     tag_labels = ops.cast(tag_labels, "int32")
     keep = ops.cast(ops.not_equal(tag_labels, IGNORE), "float32")

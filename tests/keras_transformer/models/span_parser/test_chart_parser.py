@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from keras_transformer.decoding.chart import decode_chart
-from keras_transformer.decoding.chart_parser import ChartParser
 from keras_transformer.models.span_parser import SpanParser
+from keras_transformer.models.span_parser.chart import decode_chart
+from keras_transformer.models.span_parser.chart_parser import ChartParser
 from pipelines.tasks.parsing.evaluation import parse_sentences
 
 LABELS = ["", "NP", "S", "S+VP", "VP"]
@@ -58,8 +58,8 @@ def test_the_chart_scores_are_the_tree_crfs_constituent_probabilities(parser, to
     ``1 - m (1 - p_0)``; the labels' are the model's own."""
     import tensorflow as tf
 
-    from keras_transformer.decoding.chart_parser import source_ids
-    from keras_transformer.training.tree_crf import span_marginals
+    from keras_transformer.models.span_parser.chart_parser import source_ids
+    from keras_transformer.models.span_parser.tree_crf import span_marginals
 
     model, mbr = parser.model, parser
     for sentence, (spans, _) in zip(SENTENCES, mbr.scores(SENTENCES)):

@@ -15,8 +15,8 @@ TensorFlow and ``tensorflow_text`` only::
     parser.signatures["serving_default"](sentences=tf.constant(["the package contains files ."]))
 
 The CKY chart search and the writing of the tree stay outside the graph, in Python and NumPy
-(:func:`~keras_transformer.decoding.chart_parser.trees_of`): they are the very code
-:class:`~keras_transformer.decoding.chart_parser.ChartParser` runs when the evaluation scores the
+(:func:`~keras_transformer.models.span_parser.chart_parser.trees_of`): they are the very code
+:class:`~keras_transformer.models.span_parser.chart_parser.ChartParser` runs when the evaluation scores the
 parser, so :class:`ExportedChartParser`, which reads the signature's scores with the labels, tags
 and bias recorded beside the graph, cannot decode other trees than the evaluation did. (A second
 CKY written in TensorFlow ops would be a second implementation to keep in step.) Consumers load
@@ -32,9 +32,15 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.decoding.chart_parser import chart_record, sentence_scores, source_ids, span_scores, trees_of
 from keras_transformer.decoding.export import INPUT_NAME, METADATA_FILE, SIGNATURE_KEY
 from keras_transformer.decoding.greedy import ensure_built
+from keras_transformer.models.span_parser.chart_parser import (
+    chart_record,
+    sentence_scores,
+    source_ids,
+    span_scores,
+    trees_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +99,8 @@ def export_chart_parser(model, tokenizer, path) -> Path:
 
 
 class ExportedChartParser:
-    """A loaded span parser export with :class:`~keras_transformer.decoding.chart_parser.ChartParser`'s
-    call style: the graph scores, :func:`~keras_transformer.decoding.chart_parser.trees_of` decodes.
+    """A loaded span parser export with :class:`~keras_transformer.models.span_parser.chart_parser.ChartParser`'s
+    call style: the graph scores, :func:`~keras_transformer.models.span_parser.chart_parser.trees_of` decodes.
 
     Args:
         path: a directory written by :func:`export_chart_parser`.

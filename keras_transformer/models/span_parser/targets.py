@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding.chart import CHAIN, EMPTY
+from keras_transformer.models.span_parser.chart import CHAIN, EMPTY
 
 IGNORE = -1
 #: Longest unary chain with a label of its own (the WSJ's longest is 3); longer ones are ignored.
@@ -78,7 +78,7 @@ class SpanTargets:
 
     Args:
         target_pieces: the target vocabulary, piece by id.
-        labels: the span labels, :data:`~keras_transformer.decoding.chart.EMPTY` first, chains
+        labels: the span labels, :data:`~keras_transformer.models.span_parser.chart.EMPTY` first, chains
             joined by ``+`` (the training trees' inventory).
         tags: the POS tags, each a target piece (the tagger's classes, in order).
     """

@@ -2,7 +2,7 @@
 
 The counterpart of :class:`~keras_transformer.decoding.translator.Translator` for
 :class:`~keras_transformer.models.span_parser.SpanParser`: the same ``translate`` call, returning
-each sentence's tree in section 6.3's linearised form (:mod:`keras_transformer.decoding.chart`),
+each sentence's tree in section 6.3's linearised form (:mod:`keras_transformer.models.span_parser.chart`),
 so the parsing task's evaluation scores either parser through one path.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding.chart import decode_chart
+from keras_transformer.models.span_parser.chart import decode_chart
 from keras_transformer.tokenizer import source_batch
 
 
@@ -31,7 +31,7 @@ def span_scores(model, source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     search then adds up the marginals' log-odds (minimum Bayes risk decoding, supar's ``--mbr``;
     Zhang, Zhou & Li 2020, section 3.3); the labels keep their own probabilities.
     """
-    from keras_transformer.training.tree_crf import span_marginals
+    from keras_transformer.models.span_parser.tree_crf import span_marginals
 
     outputs = model(source_ids, training=False)
     log_probs = tf.nn.log_softmax(outputs["spans"])
@@ -85,7 +85,7 @@ class ChartParser:
         model: a trained :class:`~keras_transformer.models.span_parser.SpanParser` whose config
             names its ``labels`` and ``tags``.
         tokenizer: the source :class:`~keras_transformer.tokenizer.SubwordTokenizer`.
-        bias: the constituent bias of :func:`~keras_transformer.decoding.chart.decode_chart`
+        bias: the constituent bias of :func:`~keras_transformer.models.span_parser.chart.decode_chart`
             (default: the model's, chosen on dev).
         batch_size: sentences per forward pass.
     """

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_transformer.decoding.chart import EMPTY, cky, decode_chart
+from keras_transformer.models.span_parser.chart import EMPTY, cky, decode_chart
 
 
 def test_cky_takes_the_better_of_two_crossing_spans():

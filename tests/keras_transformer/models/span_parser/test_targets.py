@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from keras_transformer.decoding.chart import EMPTY
-from keras_transformer.models.span_targets import (
+from keras_transformer.models.span_parser.chart import EMPTY
+from keras_transformer.models.span_parser.targets import (
     IGNORE,
     SpanTargets,
     bracket_label,

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding.chart_export import ExportedChartParser, export_chart_parser
-from keras_transformer.decoding.chart_parser import ChartParser
 from keras_transformer.decoding.export import (
     METADATA_FILE,
     SIGNATURE_KEY,
@@ -23,6 +21,8 @@ from keras_transformer.decoding.export import (
 )
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.models.span_parser import SpanParser
+from keras_transformer.models.span_parser.chart_export import ExportedChartParser, export_chart_parser
+from keras_transformer.models.span_parser.chart_parser import ChartParser
 from tests.keras_transformer.decoding import fresh_process
 from tests.keras_transformer.tiny_models import tiny_transformer
 
