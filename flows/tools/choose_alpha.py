@@ -5,14 +5,14 @@ set"; the penalty is GNMT's ((5 + |Y|) / 6) ** alpha (Wu et al., 2016). A CPU mo
 hour is not the paper's: its output was short (brevity penalty 0.83 on the test split, issue 20),
 so alpha is measured again here, on validation, never on a test split. Each alpha decodes the same
 sentences with the evaluation stage itself (sacreBLEU BLEU, chrF, brevity penalty, loop counts),
-and the best is the one to put in the pipeline config's ``evaluation.alpha``.
+and the best is the one to put in the pipeline config's ``evaluation.decoding.length_penalty``.
 
     choose-alpha --run runs/cpu-small/latest --alphas 0,0.4,0.6,0.8,1.0,1.4
 
-``--guards 0,4`` also tries the repetition guard (``evaluation.repetition_guard``: no third copy in a
+``--guards 0,4`` also tries the repetition guard (``evaluation.decoding.repetition_guard``: no third copy in a
 row of an n-gram of up to 4 pieces begins, :mod:`keras_transformer.decoding.repetition`) at every alpha, and
 the pair is chosen together; ``--coverage 0,0.2`` likewise tries GNMT's coverage penalty
-(``evaluation.coverage_penalty``). ``--confirm-on test`` then scores the chosen alpha with and without
+(``evaluation.decoding.coverage_penalty``). ``--confirm-on test`` then scores the chosen alpha with and without
 the guard on that split (and its companions, e.g. ``test_unseen``): issue 20 keeps the guard only
 if it helps BLEU on both test splits. Nothing is chosen on a test split.
 
@@ -108,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as temporary:
         scratch = args.keep or temporary
         def score(split, alpha, guard, coverage, extra_splits=()):
-            config = EvalConfig(split=split, beam_size=args.beam_size, alpha=alpha, extra_splits=extra_splits,
-                                max_length_offset=args.max_length_offset, batch_size=args.batch_size,
-                                max_sentences=args.max_sentences, repetition_guard=guard, coverage_penalty=coverage)
+            decoding = {"beam_size": args.beam_size, "length_penalty": alpha, "max_length_offset":
+                        args.max_length_offset, "repetition_guard": guard, "coverage_penalty": coverage}
+            config = EvalConfig(split=split, extra_splits=extra_splits, decoding=decoding, batch_size=args.batch_size,
+                                max_sentences=args.max_sentences)
             return evaluate(translator, corpus, config=config,
                             output_dir=Path(scratch) / f"{split}-{alpha}-{guard}-{coverage}")
 
@@ -127,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                   "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
                   "best_alpha": best["alpha"], "best_repetition_guard": best["repetition_guard"],
                   "best_coverage_penalty": best["coverage_penalty"], "best_bleu": best["bleu"],
-                  "config": f"evaluation.alpha: {best['alpha']}, "
-                            f"evaluation.repetition_guard: {best['repetition_guard']}, "
-                            f"evaluation.coverage_penalty: {best['coverage_penalty']}"}
+                  "config": f"evaluation.decoding.length_penalty: {best['alpha']}, "
+                            f"evaluation.decoding.repetition_guard: {best['repetition_guard']}, "
+                            f"evaluation.decoding.coverage_penalty: {best['coverage_penalty']}"}
         if args.confirm_on:
             report["confirmation"] = {}
             # Every guard tried, with the chosen coverage penalty and without one.

@@ -51,8 +51,9 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     assert [(r["alpha"], r["repetition_guard"], r["coverage_penalty"]) for r in report["results"]] == [
         (a, g, c) for c in (0.0, 0.5) for g in (0, 3) for a in (0.0, 1.5)]
     best = report["best_alpha"], report["best_repetition_guard"], report["best_coverage_penalty"]
-    assert report["config"] == (f"evaluation.alpha: {best[0]}, evaluation.repetition_guard: {best[1]}, "
-                                f"evaluation.coverage_penalty: {best[2]}")
+    assert report["config"] == (f"evaluation.decoding.length_penalty: {best[0]}, "
+                                f"evaluation.decoding.repetition_guard: {best[1]}, "
+                                f"evaluation.decoding.coverage_penalty: {best[2]}")
     # The chosen settings are those of the highest validation BLEU among those tried (a tie: the mildest).
     top = max(round(r["bleu"], 6) for r in report["results"])
     mildest = min((r for r in report["results"] if round(r["bleu"], 6) == top),

@@ -14,7 +14,7 @@ from tests.commands import run_json
 def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     search = {
         "config": "configs/translation/demo.yaml",
-        "evaluation": {"max_sentences": 8, "max_length_offset": 5},
+        "evaluation": {"max_sentences": 8, "decoding": {"max_length_offset": 5}},
         "variants": [{"name": "tiny", "overrides": {
             "tokenizer": {"vocab_size": 1000, "input_sentence_size": 20000},
             "input": {"tokens_per_batch": 1024, "max_length": 48},
