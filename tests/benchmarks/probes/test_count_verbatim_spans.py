@@ -1,4 +1,4 @@
-"""The span count of benchmarks/count_verbatim_spans.py on hand-made translations."""
+"""The span count of benchmarks/probes/count_verbatim_spans.py on hand-made translations."""
 
 from __future__ import annotations
 
