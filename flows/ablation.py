@@ -95,7 +95,7 @@ def pipeline_for(task: str):
 
 
 def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Path, minutes: float | None,
-                      seconds_per_step: float | None = None, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
+                      tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """The overrides one variant's pipeline runs with: shared ones, then the variant's own."""
     # A variant with tokenizer settings of its own gets its own run_dir: in the shared one, each change
     # of variant retrained the tokenizer over the last one's, so a variant's files no longer matched it.
@@ -106,8 +106,7 @@ def variant_overrides(ablation: dict[str, Any], variant: dict[str, Any], out: Pa
                              "tracking": {**(tracking or {}), "run_name": variant["name"], "register": False}}
     if minutes:
         # The budget decides when training ends; train_steps is only a cap.
-        fixed["train"] = {"train_minutes": minutes, "train_steps": 1_000_000, "progress_bar": False,
-                          "seconds_per_step": seconds_per_step}
+        fixed["train"] = {"train_minutes": minutes, "train_steps": 1_000_000, "progress_bar": False}
     if "evaluation" in ablation:
         fixed["evaluation"] = ablation["evaluation"]
     return merge(merge(fixed, ablation.get("overrides", {})), variant.get("overrides", {}))
@@ -184,7 +183,11 @@ def ablation_flow(ablation_path: str, out: str | None = None, minutes: float | N
             run_logger.info("variant %s: %s", variant["name"], variant.get("overrides", {}))
             spent = (seconds_per_step or {}).get(variant["name"])
             child = {**tracking, "parent_run_id": parent.run_id}
-            result = pipeline(config_path, variant_overrides(ablation, variant, out_dir, minutes, spent, child))
+            # Calibrated: the budget counts the variant's steps at its idle step time (a replay).
+            from pipelines.training.budget import replaying_steps
+
+            with replaying_steps(spent):
+                result = pipeline(config_path, variant_overrides(ablation, variant, out_dir, minutes, child))
             records.append(record(variant, result, minutes, spent))
             with results_file.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(records[-1]) + "\n")

@@ -55,11 +55,13 @@ RETRY = {"retry_condition_fn": transient_only, "cache_policy": NO_CACHE}
 def train_timeout(config: TrainConfig) -> float | None:
     """Seconds the train stage may take: a budgeted run gets its budget with room; a step-bounded one none.
 
-    A budget counted in steps (``seconds_per_step``) bounds the steps, not the time they take on a
-    busy machine, so it gets no limit either.
+    A budget counted in steps (a replay, :func:`pipelines.training.budget.replaying_steps`) bounds the
+    steps, not the time they take on a busy machine, so it gets no limit either.
     """
+    from pipelines.training.budget import replayed_seconds_per_step
+
     minutes = config.resolved().train_minutes
-    return minutes * 60 * 1.5 + HOUR / 2 if minutes and not config.seconds_per_step else None
+    return minutes * 60 * 1.5 + HOUR / 2 if minutes and not replayed_seconds_per_step() else None
 
 
 def _mtimes(paths) -> dict[str, int]:

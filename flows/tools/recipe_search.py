@@ -16,7 +16,7 @@ The budget is wall-clock minutes, but this machine drifts by +-20% and a search 
 beside other work, so by default the search first measures every variant's seconds per optimizer
 step (``calibrate``: a short training run of each, in one process, in two passes of opposite order,
 on a machine doing nothing else) and then trains each variant for the steps its budget buys at that
-speed (``train.seconds_per_step``): the runs are those an idle machine would make, reproducibly,
+speed (:func:`pipelines.training.budget.replaying_steps`): the runs are those an idle machine would make, reproducibly,
 however busy the machine is while they run. ``--wall-clock`` counts real time instead. The step
 times are kept in ``<out>/calibration.json`` and reused until ``--recalibrate``.
 
@@ -59,7 +59,7 @@ def measure_step_seconds(search: dict, variant: dict, out: Path, steps: int, ski
     models = train_tokenizer(corpus, config.tokenizer, config.tokenizer_dir)
     with tempfile.TemporaryDirectory(dir=out) as scratch:
         train_config = dataclasses.replace(
-            config.train, train_steps=skip + steps, train_minutes=0, seconds_per_step=None, checkpoint_dir=scratch,
+            config.train, train_steps=skip + steps, train_minutes=0, checkpoint_dir=scratch,
             checkpoint_every_steps=None, checkpoint_every_minutes=None, validate_every_steps=None,
             progress_bar=False, log_every=None)
         result = train_on_corpus(corpus, load_tokenizers(models), config.input, train_config, validation_split=None)

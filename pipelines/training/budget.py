@@ -12,15 +12,40 @@ every 10 minutes would average the model of minute 20 into the model of minute 6
 checkpoints to average are spread over the last ``window`` of the run instead, the last one at
 its end, and periodic checkpoints stop there, so the newest k checkpoints are exactly those.
 
-With ``seconds_per_step`` the budget counts steps instead of the wall clock, each worth that many
-seconds (measured on an idle machine): the run then ends, saves and anneals exactly as an
-uninterrupted run on that machine would, however busy this one is, which is what lets a recipe
-search compare runs made while the machine does other work (``recipe-search``).
+Inside :func:`replaying_steps` the budget counts steps instead of the wall clock, each worth that
+many seconds (measured on an idle machine): a run then ends, saves and anneals exactly as an
+uninterrupted run on that machine would, however busy this one is. That is a device of the tools
+that compare recipes (``recipe-search``, the benchmarks), not a setting of a run: they wrap the runs
+they make in it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: Seconds each optimizer step counts for while a replay is on (``None``: the wall clock).
+_replayed: list[float | None] = [None]
+
+
+@contextmanager
+def replaying_steps(seconds_per_step: float | None) -> Iterator[None]:
+    """Training budgets started within count optimizer steps at ``seconds_per_step`` each (``None``:
+    the wall clock, as outside)."""
+    if seconds_per_step is not None and (isinstance(seconds_per_step, bool) or not isinstance(
+            seconds_per_step, (int, float)) or seconds_per_step <= 0):
+        raise ValueError(f"seconds_per_step must be a positive number of seconds, got {seconds_per_step!r}")
+    before, _replayed[0] = _replayed[0], seconds_per_step
+    try:
+        yield
+    finally:
+        _replayed[0] = before
+
+
+def replayed_seconds_per_step() -> float | None:
+    """The step time of the replay in force (:func:`replaying_steps`), ``None`` outside one."""
+    return _replayed[0]
 
 
 class TrainingBudget:

@@ -79,9 +79,6 @@ class TrainConfig:
     #: Wall-clock budget of the training loop in minutes: training stops at whichever of ``train_steps`` and this
     #: comes first; null: the preset's, 0: none.
     train_minutes: float | None = None
-    #: Count the budget in optimizer steps at this many seconds each instead of the wall clock (a replay of an idle
-    #: machine's run); null: the wall clock.
-    seconds_per_step: float | None = None
     #: Under a budget, the checkpoints to average are written evenly over this last fraction of the run, the last at
     #: its end (the paper's last 5 covered the final 7% of its 12 hours).
     average_window: float = 0.1
@@ -140,7 +137,10 @@ class TrainConfig:
     validation_max_batches: int | None = field(default=None, metadata=OPERATIONAL)
 
     #: Settings taken out of the product: a config naming one fails saying so (``pipelines.config``).
-    removed_settings: ClassVar[dict[str, str]] = {"unlikelihood": DROPPED, "unlikelihood_window": DROPPED}
+    removed_settings: ClassVar[dict[str, str]] = {
+        "unlikelihood": DROPPED, "unlikelihood_window": DROPPED,
+        "seconds_per_step": "a replay device of recipe-search and the benchmarks, which now replay the runs they make "
+                            "(pipelines.training.budget.replaying_steps)"}
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
@@ -175,9 +175,6 @@ class TrainConfig:
         if self.train_minutes is not None and (isinstance(self.train_minutes, bool) or not isinstance(
                 self.train_minutes, (int, float)) or self.train_minutes < 0):
             fail("train_minutes", "must be a number of minutes >= 0 (0: no time budget)")
-        if self.seconds_per_step is not None and (isinstance(self.seconds_per_step, bool) or not isinstance(
-                self.seconds_per_step, (int, float)) or self.seconds_per_step <= 0):
-            fail("seconds_per_step", "must be a positive number of seconds (or null: the wall clock)")
         if isinstance(self.average_window, bool) or not isinstance(self.average_window, (int, float)) \
                 or not 0 < self.average_window <= 1:
             fail("average_window", "must be a fraction of the run in (0, 1]")

@@ -26,7 +26,7 @@ from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.objectives import objective_for
 from pipelines.config import to_dict
 from pipelines.distribution import describe_strategy
-from pipelines.training.budget import TrainingBudget
+from pipelines.training.budget import TrainingBudget, replayed_seconds_per_step
 from pipelines.training.checkpointing import RunCheckpoint
 from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
 from pipelines.training.data import distributed_dataset
@@ -132,7 +132,7 @@ def train(
                           tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
                           loss_scale=loss_scale, jit_compile=config.jit_compile)
     budget = TrainingBudget(plan.train_steps, plan.train_minutes, plan.checkpoints_to_average, config.average_window,
-                            resume.train_seconds, resume.step, seconds_per_step=config.seconds_per_step)
+                            resume.train_seconds, resume.step, seconds_per_step=replayed_seconds_per_step())
     if budget.seconds:
         logger.info("time budget: %.1f of %.1f minutes left", budget.remaining_minutes(), budget.seconds / 60)
     log = StepLog(checkpoint.directory, resume.step, workers.is_chief, budget, plan.train_steps,

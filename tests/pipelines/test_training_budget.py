@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.training.schedules import LinearDecayTail, TransformerSchedule
-from pipelines.config import ConfigError
+from pipelines.config import ConfigError, from_dict
 from pipelines.training import TrainConfig, train
-from pipelines.training.budget import TrainingBudget
+from pipelines.training.budget import TrainingBudget, replayed_seconds_per_step, replaying_steps
 from tests.pipelines.conftest import TINY_MODEL, tiny_config
 
 
@@ -84,8 +84,10 @@ def test_budget_settings_are_checked():
     with pytest.raises(ConfigError, match="average_window"):
         TrainConfig(average_window=0)
     for bad in (0, -1.0, "fast", True):
-        with pytest.raises(ConfigError, match="seconds_per_step"):
-            TrainConfig(seconds_per_step=bad)
+        with pytest.raises(ValueError, match="seconds_per_step"), replaying_steps(bad):
+            pass
+    with pytest.raises(ConfigError, match="seconds_per_step was removed"):
+        from_dict(TrainConfig, {"seconds_per_step": 0.5}, source="t.yaml")
     assert TrainConfig(train_minutes=0).resolved().train_minutes is None
     assert TrainConfig(train_minutes=2.5).resolved().train_minutes == 2.5
 
@@ -156,16 +158,19 @@ def test_training_stops_at_the_budget_with_the_window_checkpointed(tmp_path, tra
 @pytest.mark.slow
 def test_a_budget_counted_in_steps_trains_the_same_steps_and_resumes_them(tmp_path, train_dataset_fn, tokenizer):
     # 0.6 s a step, 9 s: 15 steps, whatever this machine's speed; averaging marks at 50% and 75%.
-    settings = dict(train_steps=1_000_000, train_minutes=9 / 60, seconds_per_step=0.6, average_window=0.5,
-                    checkpoint_every_steps=None)
-    first = train(tiny_config(tmp_path / "a", **settings), train_dataset_fn(), tokenizer.vocab_size)
+    settings = dict(train_steps=1_000_000, train_minutes=9 / 60, average_window=0.5, checkpoint_every_steps=None)
+    with replaying_steps(0.6):
+        first = train(tiny_config(tmp_path / "a", **settings), train_dataset_fn(), tokenizer.vocab_size)
     assert first.final_step == 15 and first.train_seconds == pytest.approx(9.0)
     assert [checkpoint_seconds(c) for c in first.checkpoints[-3:]] == pytest.approx([4.8, 7.2, 9.0])
+    assert replayed_seconds_per_step() is None  # the replay ends with its block
     # Stopped after 4 steps by the step cap, then resumed: the same 15 steps in all.
-    part = train(tiny_config(tmp_path / "b", **{**settings, "train_steps": 4}), train_dataset_fn(),
-                 tokenizer.vocab_size)
+    with replaying_steps(0.6):
+        part = train(tiny_config(tmp_path / "b", **{**settings, "train_steps": 4}), train_dataset_fn(),
+                     tokenizer.vocab_size)
     assert part.final_step == 4 and part.train_seconds == pytest.approx(2.4)
-    rest = train(tiny_config(tmp_path / "b", **settings), train_dataset_fn(), tokenizer.vocab_size)
+    with replaying_steps(0.6):
+        rest = train(tiny_config(tmp_path / "b", **settings), train_dataset_fn(), tokenizer.vocab_size)
     assert rest.start_step == 4 and rest.final_step == 15 and rest.train_seconds == pytest.approx(9.0)
     assert [r["loss"] for r in rest.history] == pytest.approx([r["loss"] for r in first.history], rel=1e-4)
 

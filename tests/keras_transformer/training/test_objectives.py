@@ -6,12 +6,12 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer
-from keras_transformer.models.span_parser import SpanParser, span_parser_loss
+from keras_transformer.models.span_parser.model import SpanParser, span_parser_loss
 from keras_transformer.models.span_parser.objective import SpanObjective
 from keras_transformer.models.span_parser.targets import SpanTargets
 from keras_transformer.training.objectives import TranslationObjective, objective_for
 from pipelines.tasks.parsing.linearize import linearize
-from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
+from tests.keras_transformer.models.span_parser.test_targets import CHAINS, PIECES, TAGS, target_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 
 SOURCE_VOCAB = 30

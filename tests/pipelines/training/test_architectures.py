@@ -14,7 +14,7 @@ from keras_transformer.models.span_parser import SpanParser
 from pipelines.config import ConfigError
 from pipelines.training import TrainConfig, train
 from pipelines.vocabulary import Vocabulary
-from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
+from tests.keras_transformer.models.span_parser.test_targets import CHAINS, PIECES, TAGS, target_batch
 from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, source_batch
 from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 

@@ -40,7 +40,7 @@ def test_a_span_parsers_validation_reports_no_perplexity():
     """Its ``nll`` is a loss per word over spans and tags: exp of it would be no perplexity."""
     from keras_transformer.models.span_parser import SpanParser
     from keras_transformer.models.span_parser.objective import SpanObjective
-    from tests.keras_transformer.models.test_span_targets import CHAINS, PIECES, TAGS, target_batch
+    from tests.keras_transformer.models.span_parser.test_targets import CHAINS, PIECES, TAGS, target_batch
     from tests.keras_transformer.training.test_objectives import SOURCE_VOCAB, WORD_STARTS, source_batch
     from tests.pipelines.tasks.parsing.test_chart import SMALL, UNARY
 

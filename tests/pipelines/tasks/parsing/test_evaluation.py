@@ -20,6 +20,9 @@ class Oracle:
         self.answer = answer
         self.calls = []
 
+    def decoding_record(self, **decoding):
+        return {"oracle": True, **decoding}
+
     def translate(self, sentences, n_best=False, **kwargs):
         self.calls.append(kwargs)
         answers = [self.answer if self.answer is not None else self.gold[s] for s in sentences]
@@ -37,10 +40,11 @@ def corpus(toy_treebank, tmp_path_factory):
 
 
 def test_gold_output_scores_100_and_the_baselines_score_less(corpus, tmp_path):
-    config = ParseEvalConfig(split="test", max_sentences=40, beam_size=3)
+    config = ParseEvalConfig(split="test", max_sentences=40, decoding={"beam_size": 3})
     oracle = Oracle(corpus, "test")
     record = evaluate_parser(oracle, corpus, config, tmp_path)
     assert oracle.calls[0]["beam_size"] == 3  # the config's decoding reaches the decoder
+    assert record["evaluation"]["decoding"] == {"oracle": True, "beam_size": 3}  # and its record
     assert record["all"]["fmeasure"] == 100 and record["all"]["tagging_accuracy"] == 100
     assert record["repaired"] == 0 and record["valid_before_repair"] == 40
     right, frequent = (record["baselines"][k]["all"]["fmeasure"] for k in ("right_branching", "most_frequent_label"))
@@ -72,5 +76,5 @@ def test_invalid_settings_name_the_setting():
         ParseEvalConfig(split="dev")
     with pytest.raises(ValueError, match="punctuation"):
         ParseEvalConfig(punctuation="none")
-    with pytest.raises(ValueError, match="beam_size=.*: must be positive"):
-        ParseEvalConfig(beam_size=0)
+    with pytest.raises(ValueError, match="beam_size=0: must be a positive integer"):
+        ParseEvalConfig(decoding={"beam_size": 0})

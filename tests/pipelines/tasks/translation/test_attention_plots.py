@@ -28,7 +28,7 @@ def model(tokenizer):
 
 def test_maps_cover_every_head_with_token_labels(model, tokenizer):
     config = AttentionPlotConfig(layer=1, kinds=("encoder_self", "encoder_decoder", "decoder_self"),
-                                 beam_size=2)
+                                 decoding=DecodingSettings(beam_size=2))
     maps = attention_maps(model, tokenizer, SENTENCE, config=config)
     source_len = len(tokenizer.tokenize(SENTENCE).numpy()) + 1
     assert maps.source_tokens[-1] == "</s>" and len(maps.source_tokens) == source_len

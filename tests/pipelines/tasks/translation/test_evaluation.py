@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from keras_transformer.decoding.settings import DecodingSettings
 from pipelines.config import load_config
 from pipelines.tasks.translation.evaluation import (
     HYPOTHESES_FILE,
@@ -38,6 +39,9 @@ class ImperfectTranslator:
         self.references = dict(pairs)
         self.calls = []
 
+    def decoding_record(self, **decoding):
+        return DecodingSettings().merged(decoding).to_dict()
+
     def translate(self, sentences, **kwargs):
         self.calls.append(kwargs)
         out = []
@@ -59,7 +63,7 @@ def evaluated(ddtp_corpus, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("eval")
     pairs = list(ddtp_corpus.pairs("test"))[:300]
     translator = ImperfectTranslator(pairs)
-    config = EvalConfig(max_sentences=300, beam_size=2, alpha=0.6, extra_splits=[])
+    config = EvalConfig(max_sentences=300, decoding={"beam_size": 2, "length_penalty": 0.6}, extra_splits=[])
     result = evaluate(translator, ddtp_corpus, "test", config, output_dir)
     return result, translator, output_dir
 
@@ -95,8 +99,8 @@ def test_result_and_files(evaluated, ddtp_corpus):
     assert scores["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "tok:none" in scores["tokenized_bleu_compound_split"]["signature"]
     assert "compound splitting" in scores["tokenized_bleu_compound_split"]["label"]
-    assert scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6}
-    assert translator.calls == [{"beam_size": 2, "alpha": 0.6, "batch_size": 32}]
+    assert scores["evaluation"]["decoding"] == DecodingSettings(beam_size=2, length_penalty=0.6).to_dict()
+    assert translator.calls == [{"beam_size": 2, "length_penalty": 0.6, "batch_size": 32}]
     assert result.metrics()["bleu"] == scores["bleu"]["score"]
     assert scores["repeated_endings"] == {"count": 27, "lines": list(range(11, 301, 11))}
     assert result.metrics()["repeated_endings"] == 27
@@ -130,11 +134,12 @@ def test_paper_tokenization():
 
 def test_eval_config_from_yaml(tmp_path):
     path = tmp_path / "eval.yaml"
-    path.write_text("evaluation:\n  split: validation\n  beam_size: 4\n  alpha: 0.6\n  max_sentences: 10\n")
+    path.write_text("evaluation:\n  split: validation\n  decoding:\n    beam_size: 4\n    length_penalty: 0.6\n"
+                    "  max_sentences: 10\n")
     config = load_config(EvalConfig, path, section="evaluation")
-    assert config == EvalConfig(split="validation", beam_size=4, alpha=0.6, max_sentences=10)
+    assert config == EvalConfig(split="validation", decoding={"beam_size": 4, "length_penalty": 0.6}, max_sentences=10)
     with pytest.raises(ValueError):
-        EvalConfig(beam_size=0)
+        EvalConfig(decoding={"beam_size": 0})
 
 
 def test_evaluate_with_a_real_translator(ddtp_corpus, tokenizer_model, tmp_path):
@@ -144,11 +149,11 @@ def test_evaluate_with_a_real_translator(ddtp_corpus, tokenizer_model, tmp_path)
 
     tokenizer = SubwordTokenizer(tokenizer_model)
     model = kt.Transformer(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2, d_ff=32)
-    config = EvalConfig(split="validation", max_sentences=4, beam_size=2, max_length_offset=3)
+    config = EvalConfig(split="validation", max_sentences=4, decoding={"beam_size": 2, "max_length_offset": 3})
     result = evaluate(model, ddtp_corpus, config=config, output_dir=tmp_path, tokenizer=tokenizer)
     assert result.num_sentences == 4
     assert len(read_lines_like_sacrebleu(tmp_path / HYPOTHESES_FILE)) == 4
-    assert result.scores["evaluation"]["decoding"] == {"beam_size": 2, "alpha": 0.6, "max_length_offset": 3}
+    assert result.scores["evaluation"]["decoding"] == DecodingSettings(beam_size=2, max_length_offset=3).to_dict()
 
 
 def test_a_test_evaluation_also_scores_the_unseen_packages(ddtp_corpus, tmp_path):
@@ -157,7 +162,8 @@ def test_a_test_evaluation_also_scores_the_unseen_packages(ddtp_corpus, tmp_path
     assert "test_unseen" in ddtp_corpus.splits
     pairs = [*list(ddtp_corpus.pairs("test"))[:40], *list(ddtp_corpus.pairs("test_unseen"))[:40]]
     translator = ImperfectTranslator(pairs)
-    result = evaluate(translator, ddtp_corpus, config=EvalConfig(max_sentences=40, beam_size=1), output_dir=tmp_path)
+    result = evaluate(translator, ddtp_corpus, config=EvalConfig(max_sentences=40, decoding={"beam_size": 1}),
+                      output_dir=tmp_path)
     assert list(result.others) == ["test_unseen"] and len(translator.calls) == 2
     unseen = result.others["test_unseen"]
     assert read_lines_like_sacrebleu(tmp_path / "test_unseen" / REFERENCES_FILE) == [

@@ -12,6 +12,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.decoding.export import export_translator
+from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 from pipelines.tasks.translation import translate_cli
 
@@ -59,14 +60,14 @@ def test_reads_stdin(saved_model, tokenizer, tokenizer_model, capsys, monkeypatc
 def test_console_script_with_exported_model_and_stdin(saved_model, tokenizer, tmp_path):
     """The installed ``translate`` script, in its own process, on an exported SavedModel."""
     model, _ = saved_model
-    exported = export_translator(model, tokenizer, tmp_path / "export", beam_size=2, alpha=0.6,
-                                 max_length_offset=int(OFFSET))
+    exported = export_translator(model, tokenizer, tmp_path / "export",
+                                 DecodingSettings(beam_size=2, length_penalty=0.6, max_length_offset=int(OFFSET)))
     script = Path(sys.executable).with_name("translate")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run([str(script), "--model", str(exported)], input="\n".join(SENTENCES) + "\n",
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    expected = Translator(model, tokenizer).translate(SENTENCES, beam_size=2, alpha=0.6,
+    expected = Translator(model, tokenizer).translate(SENTENCES, beam_size=2, length_penalty=0.6,
                                                       max_length_offset=int(OFFSET))
     assert result.stdout.split("\n")[:-1] == one_line(expected)
 
