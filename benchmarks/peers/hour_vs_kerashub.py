@@ -51,9 +51,11 @@ def _load_at_start() -> dict:
 
 
 def flow_command(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None,
-                 overrides: tuple[str, ...] = ()) -> list[str]:
-    """The flow's command line: the config, then a variant's ``--set`` overrides, then the run's own."""
-    command = [sys.executable, "-m", "flows.translation", "--config", str(config), "--json"]
+                 overrides: tuple[str, ...] = (), seconds_per_step: float | None = None) -> list[str]:
+    """The flow's command line: the config, then a variant's ``--set`` overrides, then the run's own;
+    with ``seconds_per_step``, as a step-budget replay (:mod:`benchmarks.replay`)."""
+    replay = ["-m", "benchmarks.peers.replay", str(seconds_per_step)] if seconds_per_step else []
+    command = [sys.executable, *replay, "-m", "flows.translation", "--config", str(config), "--json"]
     for override in (*overrides, f"run_dir={run_dir}", "evaluation.split=test"):
         command += ["--set", override]
     if minutes is not None:
@@ -64,9 +66,9 @@ def flow_command(config: Path, run_dir: Path, minutes: float | None, decode_limi
 
 
 def run_ours(config: Path, run_dir: Path, minutes: float | None, decode_limit: int | None,
-             overrides: tuple[str, ...] = ()) -> dict:
+             overrides: tuple[str, ...] = (), seconds_per_step: float | None = None) -> dict:
     """Runs the translation flow; returns its steps, time and both splits' scores."""
-    command = flow_command(config, run_dir, minutes, decode_limit, overrides)
+    command = flow_command(config, run_dir, minutes, decode_limit, overrides, seconds_per_step)
     logger.info("ours: %s", " ".join(command))
     started = time.time()
     done = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
@@ -176,7 +178,7 @@ def ratios(ours: dict, baseline: dict) -> dict:
     return {split: {metric: ratio(split, metric) for metric in ("bleu", "chrf")} for split in SPLITS}
 
 
-def _paired(base: Path, run: Path) -> dict:
+def paired_with(base: Path, run: Path) -> dict:
     """The ``paired`` part of the report; an hour whose pairing fails keeps its own figures."""
     try:
         return {"paired": compare_runs(base, run)}
@@ -198,6 +200,8 @@ def main(argv=None) -> int:
     parser.add_argument("--decode-limit", type=int, help="score only the first N of each test split (wiring run)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of our run's config, as the flow's --set (a recipe variant's hour)")
+    parser.add_argument("--seconds-per-step", type=float, metavar="S",
+                        help="replay our hour as a step budget, each step worth S seconds (benchmarks.peers.replay)")
     parser.add_argument("--pair-with", type=Path, metavar="RUN",
                         help="an earlier run of ours (its run_path) to pair our run with, sentence by sentence")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
@@ -215,10 +219,10 @@ def main(argv=None) -> int:
         parser.error(f"--baseline-dir {args.baseline_dir}: no train.py there")
     machine = _load_at_start()
     ours = run_ours(args.config.resolve(), args.out.resolve() / "ours", args.minutes, args.decode_limit,
-                    tuple(args.set))
+                    tuple(args.set), args.seconds_per_step)
     config = args.config.resolve()
     config = config.relative_to(ROOT) if config.is_relative_to(ROOT) else config
-    paired = _paired(args.pair_with, Path(ours["run_path"])) if args.pair_with else {}
+    paired = paired_with(args.pair_with, Path(ours["run_path"])) if args.pair_with else {}
     if args.ours_only:
         emit({"benchmark": "hour_vs_kerashub --ours-only", "config": str(config), "settings": args.set,
               "how": "our flow alone on the whole machine; the baseline is not trained here"

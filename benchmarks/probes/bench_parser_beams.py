@@ -32,7 +32,7 @@ def measure(translator, pairs, beam_size: int, alpha: float, offset: int, batch_
     from pipelines.tasks.parsing.linearize import delinearize
 
     sentences = [source for source, _ in pairs]
-    decode = {"beam_size": beam_size, "alpha": alpha, "max_length_offset": offset, "batch_size": batch_size}
+    decode = {"beam_size": beam_size, "length_penalty": alpha, "max_length_offset": offset, "batch_size": batch_size}
     parse_sentences(translator, sentences[:batch_size], **decode)  # traces the search once
     started = time.perf_counter()
     _, trees, repaired = parse_sentences(translator, sentences, **decode)

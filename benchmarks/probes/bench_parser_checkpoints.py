@@ -43,11 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import keras
 
+    import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
     from benchmarks.probes.bench_parser_beams import measure
     from benchmarks.probes.checkpoint_windows import averaged_windows
-    from keras_transformer.decoding.chart_parser import ChartParser
     from keras_transformer.decoding.translator import load_translator
-    from keras_transformer.models.span_parser import SpanParser
     from keras_transformer.tokenizer import SubwordTokenizer
     from pipelines.corpus import Corpus
     from pipelines.tasks.parsing.calibration import bias_f1
@@ -63,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         windows = averaged_windows(run / "train", (int(w) for w in args.windows.split(",")), Path(scratch))
         for window, checkpoints, averaged in windows:
             model = keras.saving.load_model(averaged.keras_model, compile=False)
-            if isinstance(model, SpanParser):
-                by_bias = bias_f1(ChartParser(model, source, bias=0.0), pairs)
+            if hasattr(model, "with_bias"):  # a span parser: its constituent bias, chosen per window
+                parser = model.decoder(source)
+                parser.bias = 0.0
+                by_bias = bias_f1(parser, pairs)
                 bias = max(by_bias, key=lambda b: (by_bias[b], -b))
                 result = {"f1": by_bias[bias], "bias": bias, "f1_by_bias": by_bias, "sentences": len(pairs)}
             else:

@@ -30,11 +30,18 @@ from benchmarks.probes.checkpoint_windows import averaged_windows
 from flows.tools.choose_alpha import run_files, summary
 from flows.tools.compare_runs import RunsDoNotPair, pair_folders
 from flows.tools.report import emit
+from keras_transformer.decoding.settings import DecodingSettings
 
 logger = logging.getLogger("bench_translation_checkpoints")
 #: The evaluation settings that change what is decoded: taken from the run's own evaluation.
-DECODING = ("beam_size", "alpha", "max_length_offset", "batch_size", "repetition_guard", "min_length_ratio",
-            "coverage_penalty")
+def shipped_overrides(shipped: dict) -> dict:
+    """The decoding overrides of a run's evaluation config (``evaluation.decoding``); a run evaluated
+    before the overrides were one section named them one by one, the length penalty ``alpha``."""
+    if "decoding" in shipped:
+        return {key: value for key, value in shipped["decoding"].items() if value is not None}
+    renamed = {"alpha": "length_penalty"}
+    return {renamed.get(key, key): value for key, value in shipped.items()
+            if renamed.get(key, key) in DecodingSettings.names() and value is not None}
 
 
 def paired_with_shipped(run: Path, split: str, result, trials: int = 10000) -> dict:
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as err:
         parser.error(f"--run {args.run}: no evaluation/scores.json and averaged/model_config.json of a finished run "
                      f"({type(err).__name__}: {err})")
-    decoding = {key: shipped.get(key) for key in DECODING}
+    decoding = shipped_overrides(shipped)
     if not (found["tokenizer"] and found["corpus_dir"]):
         parser.error(f"--run {args.run}: its run_dir needs one tokenizer/*.model and one data/*/manifest.json")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -92,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             first = int(checkpoints[0].rsplit("-", 1)[1])
             result = {"window": window, "shipped": window == shipped_window, "checkpoints": checkpoints,
                       "fraction_of_run": round((last_step - first) / last_step, 3)}
-            config = EvalConfig(split=args.split, max_sentences=args.max_sentences, attention_examples=0, **decoding)
+            config = EvalConfig(split=args.split, max_sentences=args.max_sentences, attention_examples=0,
+                                decoding=decoding, batch_size=shipped.get("batch_size", 32))
             result[args.split] = summary(evaluate(translator, corpus, config=config,
                                                   output_dir=Path(scratch) / f"{args.split}-{window}"))
             if args.confirm_on:
-                config = EvalConfig(split=args.confirm_on, attention_examples=0, **decoding,
+                config = EvalConfig(split=args.confirm_on, attention_examples=0, decoding=decoding,
+                                    batch_size=shipped.get("batch_size", 32),
                                     max_sentences=args.max_sentences or shipped.get("max_sentences"))
                 scored = evaluate(translator, corpus, config=config,
                                   output_dir=Path(scratch) / f"{args.confirm_on}-{window}")

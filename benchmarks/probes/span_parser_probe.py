@@ -58,7 +58,7 @@ class Vocab:
 def encode(trees, tokenizer, word_starts: np.ndarray, vocab: Vocab):
     """Per tree: (piece ids, span label matrix, tag ids); unseen labels/tags count as no
     constituent / are ignored (only dev and test can hold them)."""
-    from keras_transformer.models.span_parser import IGNORE
+    from keras_transformer.models.span_parser.model import IGNORE
     from pipelines.tasks.parsing.chart import span_labels
 
     pieces = tokenizer.tokenize([" ".join(tree.words()) for tree in trees]).to_list()
@@ -79,7 +79,7 @@ def encode(trees, tokenizer, word_starts: np.ndarray, vocab: Vocab):
 
 def batches(examples, words_per_batch: int, shuffle: bool, rng: random.Random):
     """Length-sorted batches of about ``words_per_batch`` words, padded."""
-    from keras_transformer.models.span_parser import IGNORE
+    from keras_transformer.models.span_parser.model import IGNORE
 
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][2]))
     groups, group, words = [], [], 0
@@ -157,7 +157,7 @@ def mean_loss(model, examples, word_starts: np.ndarray | None = None) -> float:
     not what they are): the wiring check's zeroed source."""
     import tensorflow as tf
 
-    from keras_transformer.models.span_parser import span_parser_loss
+    from keras_transformer.models.span_parser.model import span_parser_loss
 
     total, count = 0.0, 0
     for group, source, spans, tags in batches(examples, 800, False, random.Random(0)):
@@ -175,7 +175,7 @@ def train(model, examples, minutes: float, words_per_batch: int, warmup: int, sc
     import keras
     import tensorflow as tf
 
-    from keras_transformer.models.span_parser import span_parser_loss
+    from keras_transformer.models.span_parser.model import span_parser_loss
     from keras_transformer.training.schedules import LinearDecayTail, TransformerSchedule
 
     # The parser-cpu recipe: equation (3) scaled, the last 30% of the budget annealed to zero.
@@ -242,9 +242,9 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
-    from keras_transformer.decoding.chart_parser import ChartParser
     from keras_transformer.layers.word_alignment import SPECIAL_PIECES, WORD_BOUNDARY
     from keras_transformer.models.span_parser import SpanParser
+    from keras_transformer.models.span_parser.chart_parser import ChartParser
     from keras_transformer.tokenizer import SubwordTokenizer
     from pipelines.tasks.parsing.treebank import load_splits
 

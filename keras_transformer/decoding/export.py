@@ -148,7 +148,8 @@ def exported_decoding(metadata: dict) -> DecodingSettings:
 
 def is_exported_translator(path) -> bool:
     """Whether ``path`` is a directory written by :func:`export_translator` or
-    :func:`~keras_transformer.models.span_parser.chart_export.export_chart_parser` (both load with :func:`load_exported`)."""
+    :func:`~keras_transformer.models.span_parser.chart_export.export_chart_parser` (both load with
+    :func:`load_exported`)."""
     path = Path(path)
     return (path / "saved_model.pb").is_file() and (path / METADATA_FILE).is_file()
 

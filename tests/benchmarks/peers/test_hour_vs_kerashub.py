@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import ROOT
 from benchmarks.peers import hour_vs_kerashub
-from tests.flows.tools.test_compare_runs import WORSE, _run
+from tests.flows.tools.test_compare_runs import WORSE, fake_run
 
 score_baseline = hour_vs_kerashub.score_baseline
 
@@ -47,6 +47,8 @@ def test_a_variant_s_settings_reach_the_flow_before_the_run_s_own(tmp_path):
     assert settings == ["train.model.num_layers=1", f"run_dir={tmp_path / 'ours'}", "evaluation.split=test",
                         "train.train_minutes=7.0"]
     assert command[command.index("--config") + 1] == "c.yaml"
+    replayed = hour_vs_kerashub.flow_command(Path("c.yaml"), tmp_path / "ours", 60.0, None, (), 0.128)
+    assert replayed[1:6] == ["-m", "benchmarks.peers.replay", "0.128", "-m", "flows.translation"]
 
 
 REPORT = ROOT / "benchmarks/results/cpu-small-one-layer-vs-kerashub-hour-2026-11-29.json"
@@ -87,6 +89,6 @@ def test_the_hour_refuses_a_pair_that_is_not_an_evaluated_run_before_it_trains(t
 
 
 def test_an_hour_whose_pairing_fails_keeps_its_figures_and_says_why(tmp_path):
-    base = _run(tmp_path / "preset", WORSE)
-    assert "missing" in hour_vs_kerashub._paired(base, tmp_path / "elsewhere")["paired"]["error"]
-    assert hour_vs_kerashub._paired(base, base)["paired"]["loops"]["test_unseen"]["run"] == 10
+    base = fake_run(tmp_path / "preset", WORSE)
+    assert "missing" in hour_vs_kerashub.paired_with(base, tmp_path / "elsewhere")["paired"]["error"]
+    assert hour_vs_kerashub.paired_with(base, base)["paired"]["loops"]["test_unseen"]["run"] == 10

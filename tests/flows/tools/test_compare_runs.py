@@ -16,7 +16,7 @@ WORSE = {"test": ["Die Katze sitzt auf Matte.", "Ein Hund im Park.", "Es regnet 
          "test_unseen": ["Werkzeuge für", "Bibliothek für Bilder Bilder Bilder Bilder"] * 10}
 
 
-def _run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, steps: int = 1500) -> Path:
+def fake_run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, steps: int = 1500) -> Path:
     for split, sub in compare_runs.SPLITS.items():
         evaluation = folder / "evaluation" / sub
         evaluation.mkdir(parents=True, exist_ok=True)
@@ -32,8 +32,8 @@ def _run(folder: Path, hypotheses: dict[str, list[str]], references=REFERENCES, 
 
 
 def test_a_variant_better_on_every_sentence_is_paired_split_by_split(tmp_path):
-    base = _run(tmp_path / "preset", WORSE)
-    variant = _run(tmp_path / "variant", REFERENCES, steps=2000)
+    base = fake_run(tmp_path / "preset", WORSE)
+    variant = fake_run(tmp_path / "variant", REFERENCES, steps=2000)
     report = compare_runs.compare_runs(base, variant, trials=300)
     for split, sentences in (("test", 30), ("test_unseen", 20)):
         paired = report["paired_run_over_base"][split]
@@ -49,17 +49,17 @@ def test_a_variant_better_on_every_sentence_is_paired_split_by_split(tmp_path):
 
 
 def test_runs_scored_on_other_sentences_are_refused_with_both_files_named(tmp_path):
-    base = _run(tmp_path / "preset", WORSE)
+    base = fake_run(tmp_path / "preset", WORSE)
     limited = {split: lines[:6] for split, lines in REFERENCES.items()}
-    variant = _run(tmp_path / "variant", limited, references=limited)
+    variant = fake_run(tmp_path / "variant", limited, references=limited)
     with pytest.raises(compare_runs.RunsDoNotPair, match=r"preset/evaluation/references\.txt and .*variant/evaluation/"
                                                     r"references\.txt differ \(30 and 6 lines\)"):
         compare_runs.compare_runs(base, variant, trials=10)
 
 
 def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path, capsys):
-    base = _run(tmp_path / "preset", WORSE)
-    variant = _run(tmp_path / "variant", REFERENCES)
+    base = fake_run(tmp_path / "preset", WORSE)
+    variant = fake_run(tmp_path / "variant", REFERENCES)
     (variant / "evaluation" / "test_unseen" / "hypotheses.txt").unlink()
     with pytest.raises(SystemExit) as stopped:
         compare_runs.main([str(base), str(variant), "--trials", "10"])
@@ -68,8 +68,8 @@ def test_a_run_without_the_unseen_split_is_refused_by_the_missing_file(tmp_path,
 
 
 def test_compare_runs_writes_its_report(tmp_path, capsys):
-    base = _run(tmp_path / "preset", WORSE)
-    variant = _run(tmp_path / "variant", REFERENCES, steps=2000)
+    base = fake_run(tmp_path / "preset", WORSE)
+    variant = fake_run(tmp_path / "variant", REFERENCES, steps=2000)
     assert compare_runs.main([str(base), str(variant), "--trials", "100", "--output", str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert json.loads(capsys.readouterr().out) == report
