@@ -185,13 +185,28 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A YAML mapping gives the same key twice: the second would silently win."""
+
+    def __init__(self, path: tuple[str, ...], line: int, first: int):
+        super().__init__(f"{'.'.join(path)}: given twice (first at line {first}); the second would silently win")
+        self.path, self.line, self.first = path, line, first
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _key_lines(node: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
-    """The line (1-based) of every key of a composed YAML mapping, by key path."""
+    """The line (1-based) of every key of a composed YAML mapping, by key path; raises
+    :class:`DuplicateKeyError` for a key given twice in one mapping (YAML's loaders keep the
+    last, so a second ``train:`` section would replace the first without a word)."""
     lines: dict[tuple[str, ...], int] = {}
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
+            if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:  # "<<:" keys are YAML merges
                 path = (*prefix, key.value)
+                if path in lines:
+                    raise DuplicateKeyError(path, key.start_mark.line + 1, lines[path])
                 lines[path] = key.start_mark.line + 1
                 lines.update(_key_lines(value, path))
     return lines
@@ -218,16 +233,23 @@ def load_config(cls: type[T], path: str | Path, *, section: str | None = None,
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text) or {}
         lines = _key_lines(yaml.compose(text, Loader=yaml.SafeLoader))
+        data = yaml.safe_load(text)
     except FileNotFoundError as err:
         raise ConfigError(f"config file not found: {path}") from err
     except IsADirectoryError as err:
         raise ConfigError(f"{path}: a directory, not a config file") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except DuplicateKeyError as err:
+        raise ConfigError(f"{path}:{err.line}: {err}") from err
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from err
+    if data is None:
+        # An empty file (or one of comments) would run every default, in the default run_dir.
+        raise ConfigError(f"{path}: empty: no settings")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     if section is not None:

@@ -141,3 +141,50 @@ def test_a_removed_model_setting_fails_in_one_line_saying_it_was_removed(tmp_pat
     path.write_text(f"train:\n  preset: {preset}\n  model:\n    dropout: 0.1\n    {setting}: {value}\n")
     message = _one_line_error(TrainConfig, path, section="train")
     assert message.startswith(f"{path.parent}/{line}"), message
+
+
+def test_a_key_given_twice_fails_naming_the_file_the_line_and_the_key(tmp_path):
+    """YAML's loaders keep the last of two equal keys: a second section would replace the first."""
+    path = tmp_path / "x.yaml"
+    path.write_text("inner:\n  size: 2\npath: a\ninner:\n  rate: 0.1\n")
+    assert _one_line_error(Outer, path) == (f"{path}:4: inner: given twice (first at line 1); "
+                                            "the second would silently win")
+    path.write_text("inner:\n  size: 2\n  rate: 0.1\n  size: 3\n")
+    assert _one_line_error(Outer, path).startswith(f"{path}:4: inner.size: given twice (first at line 2)")
+    # A YAML merge ("<<") is not a key given twice: the mapping's own key overrides the merged one.
+    path.write_text("base: &b {size: 2, rate: 0.1}\ninner:\n  <<: *b\n  size: 3\n")
+    merged = load_config(Inner, path, section="inner")
+    assert (merged.size, merged.rate) == (3, 0.1)
+
+
+def test_an_empty_config_fails_in_one_line(tmp_path):
+    path = tmp_path / "x.yaml"
+    for text in ("", "# only a comment\n\n"):
+        path.write_text(text)
+        assert _one_line_error(Outer, path) == f"{path}: empty: no settings"
+
+
+@pytest.mark.parametrize("cls, setting, value", [
+    ("pipelines.input_pipeline.InputConfig", "shuffle_buffer", -1),
+    ("pipelines.input_pipeline.InputConfig", "shuffle_buffer", 0),
+    ("pipelines.input_pipeline.InputConfig", "tokenize_batch_size", 0),
+    ("pipelines.input_pipeline.InputConfig", "tokens_per_batch", 0),
+    ("pipelines.input_pipeline.InputConfig", "min_bucket_length", 1),
+    ("pipelines.tokenization.TokenizerConfig", "input_sentence_size", 0),
+    ("pipelines.tokenization.TokenizerConfig", "num_threads", 0),
+    ("pipelines.tokenization.TokenizerConfig", "seed", -1),
+    ("pipelines.averaging.AveragingConfig", "last_n", 0),
+    ("flows.tracking.TrackingConfig", "log_every_steps", 0),
+    ("flows.retention.RetentionConfig", "keep_runs", 0),
+])
+def test_a_number_out_of_its_range_points_at_its_own_line(tmp_path, cls, setting, value):
+    """Each would fail only later, far from the setting (a division by zero, TensorFlow's shuffle,
+    an empty cache, SentencePiece's unsigned seed)."""
+    import importlib
+
+    module, name = cls.rsplit(".", 1)
+    config_class = getattr(importlib.import_module(module), name)
+    path = tmp_path / "x.yaml"
+    path.write_text(f"section:\n  # a comment\n  {setting}: {value}\n")
+    message = _one_line_error(config_class, path, section="section")
+    assert message.startswith(f"{path}:3: section: {name}.{setting}={value}: "), message
