@@ -58,7 +58,9 @@ def build_parser(prog: str, description: str, default_config: str) -> argparse.A
 def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
     """The nested overrides the options stand for (``--set``, ``--train-steps``, ``--new-run``, ``--run-id``)."""
     overrides = parse_overrides(args.set)
-    if args.train_steps:
+    if args.train_steps is not None:  # 0 too: refused, not taken for "not given"
+        if args.train_steps < 1:
+            raise ConfigError(f"--train-steps {args.train_steps}: must be a positive number of steps")
         every = max(1, args.train_steps // 5)
         overrides = merge(overrides, {"train": {"train_steps": args.train_steps, "checkpoint_every_steps": every}})
     if args.new_run:

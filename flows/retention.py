@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import ConfigError
+from pipelines.config import SettingError
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class RetentionConfig:
 
     def __post_init__(self) -> None:
         if self.keep_runs is not None and (not isinstance(self.keep_runs, int) or self.keep_runs < 1):
-            raise ConfigError(f"retention.keep_runs={self.keep_runs!r}: a positive number of runs, or null")
+            raise SettingError(self, "keep_runs", "a positive number of runs, or null")
 
 
 @dataclass(frozen=True)

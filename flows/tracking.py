@@ -58,6 +58,13 @@ class TrackingConfig:
     #: Nest the run under this MLflow run (an ablation's variants, :mod:`flows.ablation`).
     parent_run_id: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.log_every_steps, bool) or not isinstance(self.log_every_steps, int) \
+                or self.log_every_steps < 1:
+            from pipelines.config import SettingError
+
+            raise SettingError(self, "log_every_steps", "must be a positive integer")
+
 
 def resolve_tracking_uri(config: TrackingConfig, run_dir: Path) -> str:
     return config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{run_dir / 'mlflow.db'}"

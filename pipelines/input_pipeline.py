@@ -97,8 +97,14 @@ class InputConfig:
     removed_values: ClassVar[dict[str, dict[str, str]]] = {"sentence_pairs": {"add": DROPPED, "only_aligned": DROPPED}}
 
     def __post_init__(self) -> None:
+        # Each out of range fails only later and far from here (TensorFlow's shuffle, an empty cache).
+        for name in ("tokens_per_batch", "shuffle_buffer", "tokenize_batch_size"):
+            if getattr(self, name) < 1:
+                raise SettingError(self, name, "must be a positive integer")
         if self.max_length < 2:
             raise SettingError(self, "max_length", "must be >= 2")
+        if self.min_bucket_length < 2:
+            raise SettingError(self, "min_bucket_length", "must be >= 2, as bucket_boundaries")
         if self.tokens_per_batch < self.max_length:
             raise SettingError(self, "tokens_per_batch", f"must be at least max_length ({self.max_length}) "
                                "so every bucket holds one example")
