@@ -30,15 +30,20 @@ def check_run_dir(run_dir: Path) -> None:
 def check_before_start(config: Any, check_data: Callable[[Any], None] | None = None) -> None:
     """Every check a pipeline config allows before anything starts; raises the first error found.
 
-    ``check_data(config.data)`` is the task's own (a data folder or treebank that is not there).
+    ``check_data(config.data)`` is the task's own (a data folder or treebank that is not there,
+    or files the data stage could not read); a tokenizer of the run_dir trained with other
+    settings is refused as the tokenizer stage would refuse it.
     """
     from flows.run_state import STATE_FILE, exclusive, read_state
     from flows.tracking import require_server, resolve_tracking_uri
+    from pipelines.tokenization import check_existing
 
     run_dir = Path(config.run_dir)
     if check_data is not None:
         check_data(config.data)
     check_run_dir(run_dir)
+    # The tokenizer stage refuses to retrain the tokenizer earlier runs depend on; its settings say so now.
+    check_existing(config.tokenizer, config.tokenizer_dir)
     read_state(run_dir / STATE_FILE)  # a damaged state file names itself
     with exclusive(run_dir):  # another flow run on this run_dir says so now, not after start-up
         pass
@@ -51,3 +56,46 @@ def existing_path(setting: str, value: str | None, hint: str = "") -> None:
 
     if value and not Path(value).expanduser().exists():
         raise DataError(f"{setting}: {value} does not exist{'. ' + hint if hint else ''}")
+
+
+def check_parallel_files(files: dict[str, tuple[Path, Path]]) -> None:
+    """Each split's two files readable as the data stage reads them: UTF-8, not empty, as many
+    lines on each side (one streaming pass per file, no sentence kept). The stage would find the
+    same, but only once a Prefect server, MLflow and TensorFlow had started."""
+    from pipelines.textfiles import DataError
+
+    for source, target in files.values():
+        n_source, n_target = _utf8_line_count(source), _utf8_line_count(target)
+        if n_source != n_target:  # as pipelines.tasks.translation.cleaning.read_parallel says it
+            raise DataError(f"mismatched line counts: {source} has {n_source} lines but {target} has "
+                            f"{n_target} lines; the two sides of a parallel corpus must align line by line")
+
+
+def _utf8_line_count(path: Path) -> int:
+    """The lines of ``path`` (compressed or not, as :func:`~pipelines.textfiles.count_lines` counts
+    them); :class:`~pipelines.textfiles.DataError` for an empty file, or for invalid UTF-8 with its
+    line (found by reading the file again line by line, as the stage would)."""
+    import codecs
+    import lzma
+    import zlib
+
+    from pipelines.textfiles import DataError, open_binary, read_lines
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    count, last = 0, b"\n"
+    try:
+        with open_binary(path) as f:
+            while chunk := f.read(1 << 20):
+                decoder.decode(chunk)
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        for _ in read_lines(path):  # raises, naming the line and byte
+            pass
+        raise DataError(f"{path}: not valid UTF-8 (it ends inside a character)") from None
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:  # unreadable, or a damaged .gz/.xz/.bz2
+        raise DataError(f"{path}: cannot be read ({err})") from err
+    if count == 0 and last == b"\n":
+        raise DataError(f"{path}: empty file")
+    return count + (last != b"\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.pipeline_config import PipelineConfig, load_pipeline_config
-from flows.preflight import existing_path
+from flows.preflight import check_parallel_files, existing_path
 from flows.results import RunResult
 from pipelines.tasks.base import Task
 from pipelines.tasks.parsing.task import ParsingTask
@@ -77,8 +77,8 @@ class TaskFlow:
 
 
 def check_translation_data(data: Any) -> None:
-    """The folders the data stage would read, there (and the parallel files named as it expects)
-    before anything starts; their contents are the stage's to check."""
+    """The folders the data stage would read, there before anything starts, and a folder's parallel
+    files named as it expects, UTF-8, not empty and aligned (:func:`flows.preflight.check_parallel_files`)."""
     existing_path("data.translations_dir", data.translations_dir)
     if data.source == "folder":
         from pipelines.tasks.translation.sources.folder import find_folder_files
@@ -86,7 +86,8 @@ def check_translation_data(data: Any) -> None:
 
         existing_path("data.folder", data.folder)
         try:
-            find_folder_files(Path(data.folder).expanduser(), data.source_lang, data.target_lang, data.folder_name)
+            check_parallel_files(find_folder_files(Path(data.folder).expanduser(), data.source_lang,
+                                                   data.target_lang, data.folder_name))
         except DataError as err:
             raise DataError(f"data.folder: {err}") from err
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import sentencepiece as spm
 
 from keras_transformer.files import atomic_write_bytes
-from pipelines.config import DROPPED, SettingError, removed
+from pipelines.config import DROPPED, ConfigError, SettingError, removed
 from pipelines.corpus import Corpus, sha256_bytes
 from pipelines.vocabulary import Vocabulary
 
@@ -94,6 +94,11 @@ class TokenizerConfig:
                 self.target_side()  # checks the target's settings now, not after the source's training
             except SettingError as err:
                 raise err.nested_in("target") from err
+        for name in ("input_sentence_size", "num_threads"):
+            if getattr(self, name) < 1:  # SentencePiece reads input_sentence_size 0 as "every sentence"
+                raise SettingError(self, name, "must be a positive integer")
+        if self.seed < 0:
+            raise SettingError(self, "seed", "must be >= 0 (SentencePiece's seed is unsigned)")
         if self.model_type not in ("bpe", "unigram", "char", "word"):
             raise SettingError(self, "model_type", "expected bpe, unigram, char or word")
         minimum = 4 + (256 if self.byte_fallback else 0) + 1
@@ -149,19 +154,76 @@ def _protected(sentences: Iterator[str], config: TokenizerConfig, batch: int = 4
         yield from (line.decode("utf-8") for line in protect(chunk).numpy())
 
 
+def _record_of(model_path: Path) -> dict | None:
+    """The ``.json`` record beside ``model_path`` when the model is the one it records (None: no
+    model, or one left half-written or damaged, which training may replace)."""
+    meta_path = model_path.with_suffix(".json")
+    if not (model_path.is_file() and meta_path.is_file()):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("model_sha256") != sha256_bytes(model_path.read_bytes()):
+        return None
+    return meta
+
+
+def _differences(recorded: dict, wanted: dict) -> str:
+    """What tells the settings apart, for one line: ``vocab_size 8000, not 4000``."""
+    keys = sorted(set(recorded) | set(wanted), key=str)
+    return ", ".join(f"{key} {recorded.get(key)!r}, not {wanted.get(key)!r}"
+                     for key in keys if recorded.get(key) != wanted.get(key))
+
+
+def refuse_to_replace(model_path: Path, fingerprint: dict) -> None:
+    """Raises :class:`ConfigError` if ``model_path`` is a tokenizer trained from other inputs than
+    ``fingerprint`` (its settings, or its corpus files when ``fingerprint`` names them).
+
+    A run's model is only good with the tokenizer it was trained with: retraining the one in
+    place would leave every earlier run of the directory with a model that no longer matches its
+    vocabulary. So a tokenizer is never replaced; a run with other settings takes another
+    directory.
+    """
+    meta = _record_of(model_path)
+    if meta is None:
+        return
+    recorded = meta.get("inputs") or {}
+    if recorded.get("config") != fingerprint["config"]:
+        why = f"with other settings ({_differences(recorded.get('config') or {}, fingerprint['config'])})"
+    elif "files" in fingerprint and recorded.get("files") != fingerprint["files"]:
+        why = f"on other data (the corpus's train files for {'/'.join(fingerprint['files'])} differ)"
+    else:
+        return
+    raise ConfigError(f"{model_path}: trained {why}, and the earlier runs of this directory depend on it: "
+                      f"give this run another run_dir, or the tokenizer settings it was trained with")
+
+
+def check_existing(config: TokenizerConfig, output_dir: str | Path) -> None:
+    """:func:`refuse_to_replace` for every tokenizer ``config`` would write in ``output_dir``, on
+    the settings only (the corpus is not prepared yet): cheap enough to run before any work."""
+    output_dir = Path(output_dir)
+    names = ["spm_shared.model"] if config.shared else sorted(
+        p.with_suffix(".model").name for p in output_dir.glob("spm_*.json") if p.stem != "spm_shared")
+    for name in names:
+        refuse_to_replace(output_dir / name, {"config": _recorded_settings(config)})
+
+
+def _recorded_settings(config: TokenizerConfig) -> dict[str, Any]:
+    settings = dataclasses.asdict(config)
+    if not settings["verbatim"]:  # the tokenizers trained before it stay up to date
+        del settings["verbatim"]
+    return settings
+
+
 def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Path,
                fingerprint: dict) -> Path:
     """Trains one model unless ``model_path`` exists and was trained from the same inputs."""
-    meta_path = model_path.with_suffix(".json")
-    if model_path.is_file() and meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            meta = {}
-        if (meta.get("inputs") == fingerprint
-                and meta.get("model_sha256") == sha256_bytes(model_path.read_bytes())):
-            logger.info("tokenizer %s is up to date; not retraining", model_path)
-            return model_path
+    meta = _record_of(model_path)
+    if meta is not None and meta.get("inputs") == fingerprint:
+        logger.info("tokenizer %s is up to date; not retraining", model_path)
+        return model_path
+    refuse_to_replace(model_path, fingerprint)
     spm.set_random_generator_seed(config.seed)
     model = io.BytesIO()
     logger.info("training SentencePiece %s, vocab %d -> %s", config.model_type, config.vocab_size,
@@ -176,7 +238,7 @@ def _train_one(sentences: Iterator[str], config: TokenizerConfig, model_path: Pa
     atomic_write_bytes(model_path.with_suffix(".vocab"), pieces.encode("utf-8"))
     # Written last: its presence with matching hashes is what makes a rerun skip training.
     meta = {"inputs": fingerprint, "model_sha256": sha256_bytes(data)}
-    atomic_write_bytes(meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+    atomic_write_bytes(model_path.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
     return model_path
 
 
@@ -186,13 +248,12 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
     With ``config.shared`` one vocabulary for both sides, trained on their concatenation:
     ``Vocabulary(output_dir/spm_shared.model)``; otherwise ``Vocabulary(spm_<src>.model,
     spm_<tgt>.model)``. A ``.vocab`` listing and a ``.json`` record of the inputs sit beside each
-    model; training is skipped when they match.
+    model; training is skipped when they match, and refused (:func:`refuse_to_replace`) when a
+    model there was trained from other inputs.
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    settings = dataclasses.asdict(config)
-    if not settings["verbatim"]:  # the tokenizers trained before it stay up to date
-        del settings["verbatim"]
+    settings = _recorded_settings(config)
 
     def fingerprint(langs: tuple[str, ...]) -> dict:
         return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)
@@ -206,6 +267,9 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
                 yield from corpus.lines("train", lang)
 
         return Vocabulary(_train_one(both_sides(), config, output_dir / "spm_shared.model", fingerprint(langs)))
+
+    for lang in (corpus.source_lang, corpus.target_lang):  # both, before either side is trained
+        refuse_to_replace(output_dir / f"spm_{lang}.model", fingerprint((lang,)))
 
     def one_side(lang: str, side: TokenizerConfig) -> Path:
         return _train_one(corpus.lines("train", lang), side, output_dir / f"spm_{lang}.model", fingerprint((lang,)))

@@ -69,20 +69,102 @@ def test_a_missing_data_folder_exits_2_with_one_line_naming_the_setting(tmp_path
 
 @pytest.mark.slow
 def test_a_data_error_found_in_a_stage_exits_2_without_a_traceback(tmp_path):
-    """Parallel files whose sides do not align pass the checks before start-up (their contents
-    are the data stage's to read): Prefect's lines about the failed run lose their traceback, and
-    the command's error line names both files."""
+    """Parallel files of blank lines pass the checks before start-up (what is left after cleaning
+    is the data stage's to find): Prefect's lines about the failed run lose their traceback, and
+    the command's error line names the split and its files."""
     config = write_config(tmp_path)
-    corpus = tmp_path / "misaligned"
+    corpus = tmp_path / "blank"
     corpus.mkdir()
-    (corpus / "news.train.en").write_text("One.\nTwo.\n")
-    (corpus / "news.train.de").write_text("Eins.\n")
+    (corpus / "news.train.en").write_text("\n\n")
+    (corpus / "news.train.de").write_text("\n\n")
     done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={corpus}",
                     cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("python -m flows.translation: error: ")]
-    assert len(errors) == 1 and "mismatched line counts" in errors[0] and "news.train.de" in errors[0], \
-        done.stderr[-3000:]
+    assert len(errors) == 1 and "is empty" in errors[0] and "news.train.en" in errors[0], done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"news.train.en": b"One.\nTwo.\n", "news.train.de": b"Eins.\n"},
+     ["data.folder: mismatched line counts: ", "news.train.en has 2 lines but ", "news.train.de has 1 lines"]),
+    ({"news.train.en": b"One.\nTwo.\n", "news.train.de": b"Eins.\n\xff zwei\n"},
+     ["data.folder: ", "news.train.de:2: not valid UTF-8 (invalid start byte at byte 0 of the line"]),
+    ({"news.train.en": b"", "news.train.de": b""}, ["data.folder: ", "news.train.en: empty file"]),
+    ({"news.train.en": b"One.\n", "news.train.de": b"Eins.\n", "news.test.en": b"Two.\n", "news.test.de": b""},
+     ["data.folder: ", "news.test.de: empty file"]),
+])
+def test_a_folder_the_data_stage_could_not_read_is_refused_before_start_up(tmp_path, files, expected):
+    """Misaligned, invalid UTF-8 or empty files: one line, before Prefect's server starts."""
+    config = write_config(tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, data in files.items():
+        (corpus / name).write_bytes(data)
+    done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={corpus}",
+                    cwd=tmp_path)
+    assert_one_line_error(done, *expected)
+    assert not (tmp_path / "run" / "runs").exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--set", "tracking.log_every_steps=0"),
+     "--set tracking.log_every_steps: TrackingConfig.log_every_steps=0: must be a positive integer"),
+    (("--set", "input.shuffle_buffer=-1"),
+     "--set input.shuffle_buffer: InputConfig.shuffle_buffer=-1: must be a positive integer"),
+    (("--set", "tokenizer.num_threads=0"),
+     "--set tokenizer.num_threads: TokenizerConfig.num_threads=0: must be a positive integer"),
+    (("--set", "retention.keep_runs=0"), "--set retention.keep_runs: RetentionConfig.keep_runs=0: a positive number"),
+    (("--train-steps", "0"), "--train-steps 0: must be a positive number of steps"),
+])
+def test_a_setting_out_of_range_exits_2_with_one_line_naming_it(tmp_path, args, expected):
+    done = run_flow("--config", str(write_config(tmp_path)), *args, cwd=tmp_path)
+    assert_one_line_error(done, expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_setting_given_twice_or_an_empty_config_exits_2_with_one_line(tmp_path):
+    config = write_config(tmp_path)
+    text = config.read_text()
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(text + "train:\n  train_steps: 5\n")
+    line = len(text.splitlines()) + 1
+    first = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith("train:"))
+    done = run_flow("--config", str(twice), cwd=tmp_path)
+    assert_one_line_error(done, f"{twice}:{line}: train: given twice (first at line {first})")
+    for content in ("", "# nothing but a comment\n\n"):
+        empty = tmp_path / "empty.yaml"
+        empty.write_text(content)
+        assert_one_line_error(run_flow("--config", str(empty), cwd=tmp_path), f"{empty}: empty: no settings")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
+
+
+def tree_bytes(directory) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_run_dir_whose_tokenizer_has_other_settings_is_refused_and_left_as_it_was(tmp_path):
+    """An earlier run's model is good only with its tokenizer: another vocabulary size in its run_dir
+    is refused before anything starts, and the tokenizer's files stay byte for byte."""
+    from pipelines.corpus import sha256_bytes
+    from pipelines.tokenization import TokenizerConfig, _recorded_settings
+
+    config = write_config(tmp_path)
+    tokenizer = tmp_path / "run" / "tokenizer"
+    tokenizer.mkdir(parents=True)
+    model = b"an earlier run's SentencePiece model"
+    trained = _recorded_settings(TokenizerConfig(vocab_size=1000, input_sentence_size=20000, verbatim=True))
+    (tokenizer / "spm_shared.model").write_bytes(model)
+    (tokenizer / "spm_shared.vocab").write_text("<pad>\t0\n")
+    (tokenizer / "spm_shared.json").write_text(json.dumps(
+        {"inputs": {"config": trained, "files": {"en": "a", "de": "b"}}, "model_sha256": sha256_bytes(model)}))
+    before = tree_bytes(tmp_path / "run")
+    done = run_flow("--config", str(config), "--set", "tokenizer.vocab_size=900", cwd=tmp_path)
+    line = assert_one_line_error(
+        done, f"{tokenizer / 'spm_shared.model'}: trained with other settings (vocab_size 1000, not 900), and the "
+              "earlier runs of this directory depend on it: give this run another run_dir, or the tokenizer settings "
+              "it was trained with")
+    assert "seed" not in line  # only what differs
+    assert tree_bytes(tmp_path / "run") == before
 
 
 def test_debug_shows_the_traceback_of_a_user_error(tmp_path):

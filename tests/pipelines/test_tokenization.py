@@ -111,3 +111,38 @@ def test_verbatim_round_trip_every_test_sentence(ddtp_corpus, verbatim_tokenizer
         restored = [t.decode("utf-8") for t in verbatim_tokenizer.restore(texts, sentences).numpy()]
         assert sum("://" in s for s in sentences) > 5
         assert restored == sentences
+
+
+def _files(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_a_tokenizer_trained_from_other_inputs_is_never_replaced(ddtp_corpus, tokenizer_model, tmp_path):
+    """An earlier run's model is good only with the tokenizer it was trained with: other settings
+    (or another corpus) in the same directory are refused, and its files stay byte for byte."""
+    import shutil
+
+    from pipelines.tokenization import check_existing, refuse_to_replace
+
+    directory = tmp_path / "tokenizer"
+    shutil.copytree(tokenizer_model.parent, directory)
+    before = _files(directory)
+    other = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE + 100, input_sentence_size=20000)
+    with pytest.raises(ConfigError) as refused:
+        train_tokenizer(ddtp_corpus, other, directory)
+    assert str(refused.value) == (
+        f"{directory / 'spm_shared.model'}: trained with other settings (vocab_size {TEST_VOCAB_SIZE}, not "
+        f"{TEST_VOCAB_SIZE + 100}), and the earlier runs of this directory depend on it: give this run another "
+        "run_dir, or the tokenizer settings it was trained with")
+    with pytest.raises(ConfigError, match="trained with other settings"):  # the check before any work says the same
+        check_existing(other, directory)
+    same = TokenizerConfig(vocab_size=TEST_VOCAB_SIZE, input_sentence_size=20000)
+    check_existing(same, directory)
+    record = json.loads((directory / "spm_shared.json").read_text())["inputs"]
+    with pytest.raises(ConfigError, match=r"trained on other data \(the corpus's train files for en/de differ\)"):
+        refuse_to_replace(directory / "spm_shared.model", {**record, "files": {"en": "0" * 64, "de": "1" * 64}})
+    assert _files(directory) == before
+    # A model its record does not describe (left half-written by a killed run) is trained again.
+    (directory / "spm_shared.model").write_bytes(b"half")
+    assert train_tokenizer(ddtp_corpus, same, directory) == Vocabulary(directory / "spm_shared.model")
+    assert _files(directory) == before
