@@ -9,8 +9,9 @@ Usage::
 Each file holds one bracketed tree per line, read as written (EVALB trims function tags and
 removes ``TOP``, ``-NONE-`` and punctuation itself; see `evalb`). A blank test line is a failed
 parse: the sentence is skipped, as EVALB skips an empty line. A missing or unreadable file, a
-malformed tree, a blank gold line or files of different line counts exit with status 2 and a
-message naming the file and line.
+line that is not UTF-8, a malformed tree, a blank gold line, files of different line counts or
+without a tree exit with status 2 and one line naming the file (and line); ``--debug`` logs the
+traceback too.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ import logging
 import sys
 from pathlib import Path
 
+from pipelines.cli_errors import InputError, add_debug_option, run_command, utf8_lines
+
 from .evalb import CUTOFF_LEN, score_trees
 from .tree import Tree, TreebankError, parse_tree
-
-
-class InputError(Exception):
-    """Bad command-line input; the message names the file (and line)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,17 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument("--cutoff-len", type=int, default=CUTOFF_LEN,
                         help=f"length limit of the second summary section (default {CUTOFF_LEN})")
+    add_debug_option(parser)
     return parser
 
 
 def read_tree_lines(path: str, *, blank_ok: bool) -> list[Tree | None]:
     """One tree per line of ``path`` (``None`` for a blank line when ``blank_ok``)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read {path}: {error}") from None
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error}") from error
     trees: list[Tree | None] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(utf8_lines(data.splitlines(), path), start=1):
         if not line.strip():
             if not blank_ok:
                 raise InputError(f"{path}, line {number}: blank line where a gold tree is expected")
@@ -59,7 +59,7 @@ def read_tree_lines(path: str, *, blank_ok: bool) -> list[Tree | None]:
         try:
             trees.append(parse_tree(line, normalize=False, source=path, line=number))
         except TreebankError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
     return trees
 
 
@@ -111,22 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``parse-eval``; returns the exit status (2 for bad input)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="parse-eval: %(message)s", stream=sys.stderr)
-    try:
-        gold = read_tree_lines(args.gold, blank_ok=False)
-        test = read_tree_lines(args.test, blank_ok=True)
-        if len(gold) != len(test):
-            raise InputError(f"{args.gold} has {len(gold)} lines but {args.test} has {len(test)}: "
-                             "one tree per line is expected in both")
-    except InputError as error:
-        sys.stderr.write(f"parse-eval: error: {error}\n")
-        return 2
+    return run_command("parse-eval", lambda: evaluate(args), args.debug)
+
+
+def evaluate(args) -> int:
+    gold = read_tree_lines(args.gold, blank_ok=False)
+    test = read_tree_lines(args.test, blank_ok=True)
+    for path, trees in ((args.gold, gold), (args.test, test)):
+        # Nothing to score: an F-measure of 0.00 would pass for a result. (A test file of blank
+        # lines is one, every parse failed, and is scored.)
+        if not trees:
+            raise InputError(f"no trees in {path}")
+    if len(gold) != len(test):
+        raise InputError(f"{args.gold} has {len(gold)} lines but {args.test} has {len(test)}: "
+                         "one tree per line is expected in both")
     result = score_trees(gold, test, cutoff_len=args.cutoff_len)
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         sys.stdout.write(format_report(result, args.cutoff_len))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

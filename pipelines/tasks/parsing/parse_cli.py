@@ -15,9 +15,14 @@ of its rules this module had before, on the NLTK sample's test files wsj_0180-01
 raw-text lines that are one tree each it gives the gold tree's words for all 139 (the subset: 129),
 on the 245 gold sentences detokenized again for 243 (the subset: 223); see
 benchmarks/results/parse-tokenizer-2026-11-25.json. ``--pretokenized`` takes whitespace-separated
-tokens as they are. Output: one bracketed tree per input line, ``(TOP ...)``, always over exactly
-the sentence's tokens: the best beam hypothesis that is such a tree, or the best one repaired
-(:func:`.linearize.best_tree`).
+tokens as they are, but for brackets, which the treebank's bracket syntax cannot hold: they
+are written as `ptb_tokenize` writes them (``(`` ``-LRB-``, ``)`` ``-RRB-``, ``{`` ``-LCB-``,
+``}`` ``-RCB-``, ``[`` ``-LSB-``, ``]`` ``-RSB-``, inside a token too), and the trees' words carry
+those names. Output: one bracketed tree per input line, ``(TOP ...)``, always over exactly the
+sentence's tokens: the best beam hypothesis that is such a tree, or the best one repaired
+(:func:`.linearize.best_tree`). Bad input (stdin that is not UTF-8, a model that does not load or
+is a translation model, a sentence longer than the model encodes) exits with status 2 and one line
+on stderr; ``--debug`` logs its traceback too (:mod:`pipelines.decode_cli`).
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ import logging
 import sys
 
 from pipelines import decode_cli
+from pipelines.cli_errors import run_command
 
 from .linearize import best_tree
 
 logger = logging.getLogger("parse")
+
+#: The treebank's names of the brackets, which its bracket syntax cannot hold as words (NLTK's
+#: ``convert_parentheses``).
+PTB_BRACKETS = str.maketrans({"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"})
 
 
 @functools.cache
@@ -49,6 +59,11 @@ def ptb_tokenize(text: str) -> list[str]:
     return _treebank_tokenizer().tokenize(text, convert_parentheses=True)
 
 
+def pretokenized(text: str) -> list[str]:
+    """The whitespace-separated tokens of ``text``, brackets written as the treebank writes them."""
+    return [token.translate(PTB_BRACKETS) for token in text.split()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = decode_cli.build_parser(
         "parse", "Constituency trees of sentences (arguments or stdin, one per line).", "21, 0.3, 300")
@@ -56,12 +71,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="sentences are whitespace-separated tokens already")
     args = parser.parse_args(argv)
     decode_cli.check_options(args, parser)
+    return run_command(parser.prog, lambda: parse(args, parser), args.debug)
+
+
+def parse(args, parser) -> int:
     from keras_transformer.models.presets import get_preset
 
     sentences = decode_cli.read_sentences(args.sentences, sys.stdin)
-    translator, options = decode_cli.load_translator(args, parser, decoding=get_preset("parser").decoding)
-    words = [line.split() if args.pretokenized else ptb_tokenize(line) for line in sentences]
+    translator, options = decode_cli.load_translator(args, parser, decoding=get_preset("parser").decoding,
+                                                     parses=True)
+    words = [pretokenized(line) if args.pretokenized else ptb_tokenize(line) for line in sentences]
     nonempty = [i for i, tokens in enumerate(words) if tokens]
+    # The parser reads the tokens, one parse per input line: lengths are per line.
+    decode_cli.check_lengths(translator, [" ".join(tokens) for tokens in words], per_sentence=False)
     decoded = translator.translate([" ".join(words[i]) for i in nonempty], batch_size=args.batch_size,
                                    n_best=True, **options) if nonempty else []
     outputs = dict(zip(nonempty, decoded))

@@ -96,3 +96,30 @@ def test_bad_input_exits_2(tmp_path, tree_files, capsys):
     completed = subprocess.run([sys.executable, "-m", "pipelines.tasks.parsing.evalb_cli", gold, str(bad)],
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert completed.returncode == 2 and f"{bad}, line 2" in completed.stderr and not completed.stdout
+
+
+def test_files_without_trees_or_not_utf8_exit_2_in_one_line(tmp_path, tree_files, capsys):
+    gold = str(tree_files[0])
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert main([str(empty), str(empty)]) == 2
+    assert capsys.readouterr().err == f"parse-eval: error: no trees in {empty}\n"
+    assert main([gold, str(empty)]) == 2
+    assert capsys.readouterr().err == f"parse-eval: error: no trees in {empty}\n"
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"(TOP (S (NN a)))\n(TOP (S (NN caf\xe9)))\n")
+    assert main([str(latin1), str(latin1)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"parse-eval: error: {latin1}:2: invalid UTF-8 at byte 15\n" and not captured.out
+
+
+def test_debug_shows_the_traceback_before_the_line(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    command = [sys.executable, "-m", "pipelines.tasks.parsing.evalb_cli", str(empty), str(empty)]
+    quiet = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert quiet.returncode == 2 and quiet.stderr == f"parse-eval: error: no trees in {empty}\n"
+    loud = subprocess.run([*command, "--debug"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert loud.returncode == 2 and "Traceback" in loud.stderr and "InputError" in loud.stderr
+    assert loud.stderr.endswith(quiet.stderr)
