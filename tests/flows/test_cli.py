@@ -260,3 +260,19 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert result_of(continued).training.start_step == 0
     assert f"MLflow run {result.run_id} had its checkpoints removed by retention" in continued.stderr
     assert client.get_run(result.run_id).data.tags["retention.checkpoints_removed"] == "true"
+
+
+@pytest.mark.slow
+def test_a_finished_runs_files_stay_as_they_were_when_a_run_with_other_tokenizer_settings_is_refused(tmp_path):
+    """The finished run's tokenizer, corpus and run files, byte for byte, after another vocabulary
+    size in its run_dir is refused (and the same settings still run)."""
+    config = write_config(tmp_path)
+    common = ("--config", str(config), "--set", "export=false", "--set", "evaluation.max_sentences=4")
+    assert run_flow(*common, "--train-steps", "4", cwd=tmp_path).returncode == 0
+    run = tmp_path / "run"
+    before = {name: tree_bytes(run / name) for name in ("tokenizer", "data", "runs")}
+    assert before["tokenizer"] and before["runs"]
+    done = run_flow(*common, "--train-steps", "4", "--set", "tokenizer.vocab_size=900", cwd=tmp_path)
+    assert_one_line_error(done, "spm_shared.model: trained with other settings (vocab_size 1000, not 900)",
+                          "give this run another run_dir")
+    assert {name: tree_bytes(run / name) for name in before} == before
