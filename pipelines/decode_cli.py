@@ -167,15 +167,9 @@ def export_parses(path: Path) -> bool | None:
 
 
 def keras_parses(translator) -> bool:
-    """Whether a loaded ``.keras`` model is a parser: a chart parser, a model reading trees
-    (word-aligned), or one whose target vocabulary is a tree vocabulary (:func:`writes_trees`)."""
-    from keras_transformer.decoding.translator import Translator
-
-    if not isinstance(translator, Translator):
-        return True
-    if getattr(translator.model.config, "reads_trees", False):
-        return True
-    return writes_trees(translator.target_tokenizer.pieces())
+    """Whether a loaded ``.keras`` model is a parser: its config says it reads trees (a span
+    parser, a word-aligned seq2seq parser), or its target vocabulary is one of trees (:func:`writes_trees`)."""
+    return bool(translator.model.config.reads_trees) or writes_trees(translator.target_tokenizer.pieces())
 
 
 def writes_trees(pieces) -> bool:

@@ -231,3 +231,18 @@ def test_an_export_measures_long_lines_in_words(learned_positions, tokenizer, tm
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert [r.getMessage() for r in caplog.records if r.name == "pipelines.decode_cli"] == [
         "line 2: 30 characters, maybe more pieces than the 16 (with EOS) the model encodes: the rest would be cut off"]
+
+
+def test_an_error_that_is_not_the_inputs_is_one_line_with_status_1(capsys, caplog):
+    from pipelines.cli_errors import run_command
+
+    def defect() -> int:
+        raise RuntimeError("an index out of range\nand more")
+
+    assert run_command("translate", defect) == 1
+    assert capsys.readouterr().err == ("translate: error: unexpected RuntimeError: an index out of range "
+                                       "(--debug shows the traceback)\n")
+    with caplog.at_level(logging.ERROR, logger="translate"):
+        assert run_command("translate", defect, debug=True) == 1
+    assert capsys.readouterr().err == "translate: error: unexpected RuntimeError: an index out of range\n"
+    assert "Traceback" in caplog.text
