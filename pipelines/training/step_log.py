@@ -58,9 +58,20 @@ class StepLog:
             self.bar.set_description(f"train step {step}", refresh=False)
         self.bar.update(0 if self.budget.seconds else 1)
         if self.log_every and step % self.log_every == 0:
-            logger.info("step %d/%d loss %.4f acc %.3f lr %.3e tokens %d (%d batches) %.0f tok/s", step,
-                        self.train_steps, record["loss"], record["token_accuracy"], record["learning_rate"],
+            logger.info("%s loss %.4f acc %.3f lr %.3e tokens %d (%d batches) %.0f tok/s", self.where(step),
+                        record["loss"], record["token_accuracy"], record["learning_rate"],
                         record["tokens"], record["batches"], record["tokens_per_second"])
+
+    def where(self, step: int) -> str:
+        """Where the run stands against what ends it: ``step 800/100000`` by steps; under a time
+        budget its minutes (``step 800, 1.2 of 5.0 min``), and the step cap only when the pace so far
+        reaches it before the budget ends (a preset's cap is far beyond a short budget)."""
+        if not self.budget.seconds:
+            return f"step {step}/{self.train_steps}"
+        spent = self.budget.spent()
+        minutes = f"{spent / 60:.1f} of {self.budget.seconds / 60:.1f} min"
+        reaches_cap = spent > 0 and step * self.budget.seconds / spent >= self.train_steps
+        return f"step {step}/{self.train_steps}, {minutes}" if reaches_cap else f"step {step}, {minutes}"
 
     def add_final_validation(self, step: int, validation: dict[str, float]) -> None:
         """The validation after the loop belongs to the last step's record."""
