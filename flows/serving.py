@@ -6,16 +6,93 @@ words with the parsing task's tree code. Loading the model (``mlflow.pyfunc.load
 ``mlflow models serve --env-manager local``) needs this project installed beside the pinned
 requirements (TensorFlow, tensorflow-text, ...); it imports nothing else of the project. The model is
 saved from code (:mod:`flows.pyfunc_model`), its task in the model's ``model_config``.
+
+What a request may hold, checked before anything is decoded (a served model answers a request
+outside these bounds with HTTP 400 and a JSON body whose ``message`` is one line naming the row and
+the problem; a direct ``predict`` raises the same :class:`RequestError`):
+
+- every row of the ``source`` column a string (not null, not a number);
+- at most :data:`MAX_SOURCE_CHARACTERS` (2,000) characters a row. The decoding's length grows with
+  the source's (input length + ``max_length_offset``) and its memory with the square of it: a
+  10,000-character source held a worker for 8-22 s and grew the server from 1.4 to 5 GB. 2,000 is
+  above every sentence of the bundled corpus (the longest, 1,648). A longer text is refused with
+  its length, never cut: send it as several rows (sentences or paragraphs);
+- at most :data:`MAX_SENTENCES_PER_REQUEST` (64) rows a request, so that one request cannot hold a
+  worker for much longer than others; more go in further requests.
 """
 
 from __future__ import annotations
 
+import json
+import math
+
 import mlflow.pyfunc
 import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 #: Name of the input column and, per task, of the output column.
 INPUT_COLUMN = "source"
 OUTPUT_COLUMNS = {"translation": "translation", "parsing": "tree"}
+
+#: The longest source a row may hold, in characters (see the module's docstring).
+MAX_SOURCE_CHARACTERS = 2000
+#: The most rows one request may hold.
+MAX_SENTENCES_PER_REQUEST = 64
+
+
+class RequestError(MlflowException):
+    """A request the model refuses: HTTP 400 (``INVALID_PARAMETER_VALUE``) and no stack trace.
+
+    The scoring server rewrites the message of an ``MlflowException`` raised in ``predict`` as
+    ``"Failed to predict data '<the request as a DataFrame>'. \\nError: <message>"``
+    (``mlflow.pyfunc.scoring_server.invocations``), lines that echo the input back; the JSON body it
+    answers with (``serialize_as_json``) keeps the problem's own line as its message.
+    """
+
+    def __init__(self, problem: str):
+        super().__init__(problem, error_code=INVALID_PARAMETER_VALUE)
+        self.problem = problem
+
+    def serialize_as_json(self) -> str:
+        body = json.loads(super().serialize_as_json())
+        body["message"] = self.problem
+        return json.dumps(body)
+
+
+def _is_null(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def request_sentences(model_input) -> list[str]:
+    """The sentences of a request (a DataFrame's ``source`` column, or a list of strings), checked
+    against the bounds in the module's docstring; :class:`RequestError` names the first problem."""
+    if isinstance(model_input, pd.DataFrame):
+        columns = [str(c) for c in model_input.columns]
+        if INPUT_COLUMN in columns:
+            column = INPUT_COLUMN
+        elif len(columns) == 1:  # a lone column is the sentences, whatever its name
+            column = model_input.columns[0]
+        else:
+            raise RequestError(f"no column {INPUT_COLUMN!r} among the request's columns {columns}")
+        values = model_input[column].tolist()
+    elif isinstance(model_input, (str, bytes)):
+        raise RequestError(f"expected a column of sentences, got a single {type(model_input).__name__}")
+    else:
+        values = list(model_input)
+    if len(values) > MAX_SENTENCES_PER_REQUEST:
+        raise RequestError(f"{len(values)} sentences in one request; at most {MAX_SENTENCES_PER_REQUEST} "
+                           "a request: send the others in further requests")
+    for row, value in enumerate(values):
+        if _is_null(value):
+            raise RequestError(f"{INPUT_COLUMN}[{row}] is null: every row must be a sentence (a string)")
+        if not isinstance(value, str):
+            raise RequestError(f"{INPUT_COLUMN}[{row}] is not a string: {str(value)[:40]} "
+                               f"({type(value).__name__})")
+        if len(value) > MAX_SOURCE_CHARACTERS:
+            raise RequestError(f"{INPUT_COLUMN}[{row}] is {len(value):,} characters long; at most "
+                               f"{MAX_SOURCE_CHARACTERS:,} a row: send a longer text as several rows")
+    return [str(value) for value in values]
 
 
 class ExportedModel(mlflow.pyfunc.PythonModel):
@@ -33,11 +110,7 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
 
     # The DataFrame hint tells MLflow the input's form; the schema is the explicit signature's.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        if isinstance(model_input, pd.DataFrame):
-            column = INPUT_COLUMN if INPUT_COLUMN in model_input.columns else model_input.columns[0]
-            sentences = model_input[column].astype(str).tolist()
-        else:
-            sentences = [str(s) for s in model_input]
+        sentences = request_sentences(model_input)
         if self.task == "parsing":
             from pipelines.tasks.parsing.linearize import best_tree
             from pipelines.tasks.parsing.parse_cli import ptb_tokenize

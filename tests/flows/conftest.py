@@ -1,6 +1,11 @@
 """Shared by the flow tests: a real temporary Prefect API per module, and a tiny demo config."""
 
+import fcntl
+import json
+import os
+import signal
 import socket
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -45,10 +50,60 @@ def write_config(tmp_path, **train):
     return path
 
 
+#: Lock files of the ports :func:`free_port` handed out, held while this process lives.
+PORT_LOCKS = Path(tempfile.gettempdir()) / "keras-transformer-test-ports"
+_held_ports: list = []
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free on 127.0.0.1 now that no other caller of this function on the machine (another
+    pytest worker, another session) gets while this process lives: the port's lock file under
+    :data:`PORT_LOCKS` stays locked until it ends. The port is still released before the caller's
+    server binds it, so a program that does not ask here can take it in between;
+    :func:`start_on_a_free_port` starts a server again on another port when that happens."""
+    PORT_LOCKS.mkdir(exist_ok=True)
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        lock = (PORT_LOCKS / f"{port}.lock").open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # handed to another process that may not have bound it yet
+            lock.close()
+            continue
+        _held_ports.append(lock)
+        return port
+    raise RuntimeError(f"no free port found whose lock under {PORT_LOCKS} is free")
+
+
+def start_on_a_free_port(command, health: str, log: Path, seconds: float, attempts: int = 3, **popen):
+    """``subprocess.Popen(command(port), ...)`` on a :func:`free_port`, started again on another
+    port if it failed to bind its own ("address already in use"); ``(process, port)`` once
+    ``http://127.0.0.1:<port><health>`` answers. Its output goes to ``log``; the caller stops it
+    (it leads a process group of its own)."""
+    import subprocess
+
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        with log.open("wb") as output:
+            process = subprocess.Popen(command(port), stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True, **popen)
+        deadline = time.monotonic() + seconds
+        while process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{health}", timeout=5):
+                    return process, port
+            except OSError:
+                if time.monotonic() > deadline:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(timeout=30)
+                    raise AssertionError(f"port {port}{health} did not answer within {seconds} s: "
+                                         f"{log.read_text(errors='replace')[-3000:]}") from None
+                time.sleep(0.5)
+        text = log.read_text(errors="replace")
+        if "address already in use" not in text.lower() or attempt == attempts:
+            raise AssertionError(f"the server exited ({process.returncode}) before answering: {text[-3000:]}")
 
 
 def wait_until_it_answers(url: str, process, log: Path, seconds: float) -> None:
@@ -64,31 +119,46 @@ def wait_until_it_answers(url: str, process, log: Path, seconds: float) -> None:
             time.sleep(0.5)
 
 
-def served_predictions(model_uri: str, tracking_uri: str, column: str, sentences: list[str], log: Path) -> list:
-    """What ``mlflow models serve -m model_uri`` answers over HTTP on 127.0.0.1 for ``sentences``."""
-    import json
-    import os
-    import signal
-    import subprocess
+def serve_command(model_uri: str, workers: int = 1):
+    """``mlflow models serve`` of ``model_uri`` on 127.0.0.1 as ``make serve`` runs it, for
+    :func:`start_on_a_free_port`."""
     import sys
 
-    port = free_port()
+    return lambda port: [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager",
+                         "local", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+
+
+def serve_env(tracking_uri: str) -> dict:
+    import sys
+
     # As with the virtual environment activated: the server runs the environment's uvicorn.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_REGISTRY_URI": tracking_uri,
-           "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": path}
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
-             "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_until_it_answers(f"http://127.0.0.1:{port}/ping", server, log, 300)
-            body = json.dumps({"dataframe_split": {"columns": [column], "data": [[s] for s in sentences]}}).encode()
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
-                                             headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=600) as response:
-                return json.loads(response.read())["predictions"]
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+    return {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_REGISTRY_URI": tracking_uri,
+            "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": path}
+
+
+def invocations_request(url: str, column: str, sentences: list) -> urllib.request.Request:
+    body = json.dumps({"dataframe_split": {"columns": [column], "data": [[s] for s in sentences]}}).encode()
+    return urllib.request.Request(f"{url}/invocations", data=body, headers={"Content-Type": "application/json"})
+
+
+def served_predictions(model_uri: str, tracking_uri: str, column: str, sentences: list[str], log: Path) -> list:
+    """What ``mlflow models serve -m model_uri`` answers over HTTP on 127.0.0.1 for ``sentences``."""
+    server, port = start_on_a_free_port(serve_command(model_uri), "/ping", log, 300, env=serve_env(tracking_uri))
+    try:
+        request = invocations_request(f"http://127.0.0.1:{port}", column, sentences)
+        with urllib.request.urlopen(request, timeout=600) as response:
+            return json.loads(response.read())["predictions"]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def tiny_pyfunc(tokenizer, path: Path) -> Path:
+    """The project's MLflow model (``flows.registry.save_pyfunc``) of a tiny random Transformer over
+    ``tokenizer``: what is served, decoding in milliseconds (its translations are nonsense)."""
+    from flows.registry import save_pyfunc
+    from tests.keras_transformer.tiny_models import tiny_transformer
+
+    export = tiny_transformer(tokenizer.vocab_size).export_decoder(path / "export", tokenizer)
+    return save_pyfunc("translation", export, ["The package.", "A library."], path / "pyfunc")

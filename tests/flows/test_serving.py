@@ -1,0 +1,128 @@
+"""The served model (``mlflow models serve``, as ``make serve`` runs it) answered over real HTTP on
+127.0.0.1: each bad request a 400 whose JSON body names the problem in one line and holds no stack
+trace, the server answering on after them, and concurrent requests answered as sequential ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pandas as pd
+import pytest
+
+from flows.serving import MAX_SENTENCES_PER_REQUEST, MAX_SOURCE_CHARACTERS, RequestError, request_sentences
+
+from .conftest import invocations_request, serve_command, serve_env, start_on_a_free_port, tiny_pyfunc
+
+SENTENCES = ["The package contains the documentation.", "This is a library.", "Run it with care.",
+             "Files are copied to the disk.", "", "Ünïcode, emoji 🙂 and 日本語."]
+
+
+@pytest.fixture(scope="module")
+def prefect_server():
+    """Serving needs no Prefect API: this module does without the flows' one."""
+    yield
+
+
+@pytest.fixture(scope="module")
+def served(tokenizer, tmp_path_factory):
+    """The base URL of a tiny model served on 127.0.0.1 (one worker, as ``make serve``)."""
+    root = tmp_path_factory.mktemp("served")
+    pyfunc = tiny_pyfunc(tokenizer, root)
+    server, port = start_on_a_free_port(serve_command(str(pyfunc)), "/ping", root / "serve.log", 300,
+                                        env=serve_env(f"sqlite:///{root / 'mlflow.db'}"))
+    try:
+        yield f"http://127.0.0.1:{port}", pyfunc
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def post(url: str, body) -> tuple[int, str]:
+    request = urllib.request.Request(f"{url}/invocations", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def translations(url: str, sentences: list[str]) -> list[str]:
+    with urllib.request.urlopen(invocations_request(url, "source", sentences), timeout=120) as response:
+        return [p["translation"] for p in json.loads(response.read())["predictions"]]
+
+
+def split(rows: list) -> dict:
+    return {"dataframe_split": {"columns": ["source"], "data": [[row] for row in rows]}}
+
+
+# The bad requests the model itself refuses, and what its one-line message must name.
+REFUSED = {
+    "null": (split(["A sentence.", None]), r"source[1] is null"),
+    "number": (split([5]), r"source[0] is not a string: 5 (int)"),
+    "a record's null": ({"dataframe_records": [{"source": None}]}, "source[0] is null"),
+    "too long": (split(["word " * 2000]), f"source[0] is 10,000 characters long; at most "
+                                          f"{MAX_SOURCE_CHARACTERS:,} a row"),
+    "too many": (split(["A sentence."] * (MAX_SENTENCES_PER_REQUEST + 1)),
+                 f"{MAX_SENTENCES_PER_REQUEST + 1} sentences in one request; at most {MAX_SENTENCES_PER_REQUEST}"),
+}
+
+
+def test_each_bad_request_gets_a_400_naming_its_problem_and_the_server_answers_on(served):
+    url, pyfunc = served
+    import mlflow.pyfunc
+
+    expected = mlflow.pyfunc.load_model(str(pyfunc)).predict(pd.DataFrame({"source": SENTENCES}))
+    for case, (body, problem) in REFUSED.items():
+        status, text = post(url, body)
+        assert status == 400, (case, status, text)
+        assert "Traceback" not in text and "stack_trace" not in text, (case, text)
+        answer = json.loads(text)
+        assert answer["error_code"] == "INVALID_PARAMETER_VALUE", (case, answer)
+        assert problem in answer["message"] and "\n" not in answer["message"], (case, answer)
+    # MLflow's own schema check refuses a request without the column (its message echoes the input).
+    status, text = post(url, {"dataframe_split": {"columns": ["text"], "data": [["A sentence."]]}})
+    assert status == 400 and "Traceback" not in text and "stack_trace" not in text, text
+    assert "missing inputs ['source']" in json.loads(text)["message"]
+
+    assert translations(url, SENTENCES) == expected["translation"].tolist()
+    assert post(url, split([])) == (200, json.dumps({"predictions": []}))
+    longest = "x" * MAX_SOURCE_CHARACTERS  # the limit itself is translated
+    assert len(translations(url, [longest])) == 1
+
+
+def test_concurrent_requests_are_answered_as_sequential_ones(served):
+    url, _ = served
+    requests = [[SENTENCES[i % len(SENTENCES)], SENTENCES[(i + 1) % len(SENTENCES)]] for i in range(12)]
+    sequential = [translations(url, sentences) for sentences in requests]
+    with ThreadPoolExecutor(max_workers=4) as clients:  # 4 clients, 3 requests each
+        concurrent = list(clients.map(lambda sentences: translations(url, sentences), requests))
+    assert concurrent == sequential
+    assert all(len(answer) == len(sentences) for answer, sentences in zip(concurrent, requests))
+
+
+@pytest.mark.parametrize(("model_input", "problem"), [
+    (pd.DataFrame({"source": ["a", float("nan")]}), "source[1] is null"),
+    (pd.DataFrame({"source": pd.array(["a", None], dtype="string")}), "source[1] is null"),
+    (pd.DataFrame({"source": [b"bytes"]}), "source[0] is not a string: b'bytes' (bytes)"),
+    (pd.DataFrame({"text": ["a"], "other": ["b"]}), "no column 'source' among the request's columns"),
+    ("one string", "expected a column of sentences, got a single str"),
+    (["a"] * (MAX_SENTENCES_PER_REQUEST + 1), f"{MAX_SENTENCES_PER_REQUEST + 1} sentences in one request"),
+    (["y" * (MAX_SOURCE_CHARACTERS + 1)], f"source[0] is {MAX_SOURCE_CHARACTERS + 1:,} characters long"),
+])
+def test_a_direct_predict_refuses_the_same_inputs(model_input, problem):
+    with pytest.raises(RequestError) as refused:
+        request_sentences(model_input)
+    assert problem in refused.value.message and "\n" not in refused.value.message
+    assert refused.value.get_http_status_code() == 400
+
+
+def test_a_lone_column_or_a_list_is_the_sentences():
+    assert request_sentences(pd.DataFrame({"text": ["a", "b"]})) == ["a", "b"]
+    assert request_sentences(["a", ""]) == ["a", ""]
+    assert request_sentences(pd.DataFrame({"source": pd.Series([], dtype=object)})) == []
