@@ -1,7 +1,5 @@
 """The parsing task's data stage on the toy treebank: a corpus of (words, linearised tree) pairs."""
 
-import time
-
 import pytest
 
 from pipelines.corpus import Corpus
@@ -39,14 +37,26 @@ def test_a_missing_treebank_names_the_setting_and_how_to_get_it(tmp_path):
         prepare_treebank(config)
 
 
-def test_offline_fetching_fails_within_seconds_naming_the_download_command(tmp_path):
+def test_offline_fetching_fails_after_one_short_probe_naming_the_download_command(tmp_path, monkeypatch):
+    """What makes it fail within seconds: one HEAD request under ``network_timeout``, no download
+    (whose own timeout is a minute) and no retry."""
+    import urllib.request
+
+    opened, urlopen = [], urllib.request.urlopen
+
+    def recorded(request, *args, timeout=None, **kwargs):
+        method = request.get_method() if isinstance(request, urllib.request.Request) else "GET"
+        opened.append((method, timeout))
+        return urlopen(request, *args, timeout=timeout, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", recorded)
     # Port 9 (discard) on the loopback interface: nothing listens, as on a machine without internet.
     config = TreebankConfig(output_dir=str(tmp_path / "corpus"), url="http://127.0.0.1:9/treebank.zip",
                             network_timeout=3)
-    started = time.monotonic()
-    with pytest.raises(DataError, match=r"unreachable.*give data.path.*nltk.downloader treebank"):
+    with pytest.raises(DataError, match=r"unreachable.*3s timeout.*give data.path.*nltk.downloader treebank"):
         prepare_treebank(config)
-    assert time.monotonic() - started < 10
+    assert opened == [("HEAD", 3)]
+    assert not (tmp_path / "corpus").exists() or not any((tmp_path / "corpus").rglob("*.zip"))
 
 
 def test_invalid_settings_are_rejected():
