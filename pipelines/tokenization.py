@@ -206,10 +206,11 @@ def check_existing(config: TokenizerConfig, output_dir: str | Path) -> None:
     names = ["spm_shared.model"] if config.shared else sorted(
         p.with_suffix(".model").name for p in output_dir.glob("spm_*.json") if p.stem != "spm_shared")
     for name in names:
-        refuse_to_replace(output_dir / name, {"config": _recorded_settings(config)})
+        refuse_to_replace(output_dir / name, {"config": recorded_settings(config)})
 
 
-def _recorded_settings(config: TokenizerConfig) -> dict[str, Any]:
+def recorded_settings(config: TokenizerConfig) -> dict[str, Any]:
+    """``config`` as a tokenizer's ``.json`` record holds it (what makes a model up to date)."""
     settings = dataclasses.asdict(config)
     if not settings["verbatim"]:  # the tokenizers trained before it stay up to date
         del settings["verbatim"]
@@ -253,7 +254,7 @@ def train_tokenizer(corpus: Corpus, config: TokenizerConfig, output_dir: str | P
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    settings = _recorded_settings(config)
+    settings = recorded_settings(config)
 
     def fingerprint(langs: tuple[str, ...]) -> dict:
         return {"config": settings, "files": {lang: corpus.file_sha256("train", lang)

@@ -146,13 +146,13 @@ def test_a_run_dir_whose_tokenizer_has_other_settings_is_refused_and_left_as_it_
     """An earlier run's model is good only with its tokenizer: another vocabulary size in its run_dir
     is refused before anything starts, and the tokenizer's files stay byte for byte."""
     from pipelines.corpus import sha256_bytes
-    from pipelines.tokenization import TokenizerConfig, _recorded_settings
+    from pipelines.tokenization import TokenizerConfig, recorded_settings
 
     config = write_config(tmp_path)
     tokenizer = tmp_path / "run" / "tokenizer"
     tokenizer.mkdir(parents=True)
     model = b"an earlier run's SentencePiece model"
-    trained = _recorded_settings(TokenizerConfig(vocab_size=1000, input_sentence_size=20000, verbatim=True))
+    trained = recorded_settings(TokenizerConfig(vocab_size=1000, input_sentence_size=20000, verbatim=True))
     (tokenizer / "spm_shared.model").write_bytes(model)
     (tokenizer / "spm_shared.vocab").write_text("<pad>\t0\n")
     (tokenizer / "spm_shared.json").write_text(json.dumps(
