@@ -43,7 +43,7 @@ def write_config(tmp_path, **train):
             **train,
         }
     )
-    config["evaluation"] = {"max_sentences": 12, "max_length_offset": 5, "batch_size": 12}
+    config["evaluation"] = {"max_sentences": 12, "decoding": {"max_length_offset": 5}, "batch_size": 12}
     config["tracking"] = {"experiment": "flow-test", "log_every_steps": 2}
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from keras_transformer.decoding.settings import DecodingSettings
 from tests.flows.prefect_api import flow_run_logs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,10 @@ def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict):
     return tmp_path, result
 
 
+#: Section 6.3's beam 21 and length penalty 0.3 (parser-cpu's), no repetition guard, the evaluation's length cap.
+SEQ2SEQ_DECODING = DecodingSettings(beam_size=21, length_penalty=0.3, max_length_offset=12).to_dict()
+
+
 @pytest.fixture(scope="module")
 def parsed(tmp_path_factory, toy_treebank):
     """The shipped configuration: the span parser (span-parser-cpu), its bias chosen on the validation files."""
@@ -48,7 +53,8 @@ def parsed_seq2seq(tmp_path_factory, toy_treebank):
     """Section 6.3's sequence-to-sequence parser (parser-cpu); the preset's beam 21 and alpha 0.3
     stay, a short output cap keeps an untrained model quick."""
     return _run_flow(tmp_path_factory.mktemp("parsing-seq2seq"), toy_treebank,
-                     {"preset": "parser-cpu", "average_window": 0.1, "model": TINY}, {"max_length_offset": 12})
+                     {"preset": "parser-cpu", "average_window": 0.1, "model": TINY},
+                     {"decoding": {"max_length_offset": 12}})
 
 
 @pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])
@@ -67,7 +73,7 @@ def test_the_parsing_flow_runs_the_shared_stages_and_tracks_them(flow, request):
         assert scores["evaluation"]["decoding"] == {"search": "cky", "bias": calibration["bias"]}
     else:
         assert result.model.calibration is None
-        assert scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
+        assert scores["evaluation"]["decoding"] == SEQ2SEQ_DECODING
     assert scores["valid_before_repair"] + scores["repaired"] == SCORED and scores["all"]["sentences"] == SCORED
     assert scores["baselines"]["right_branching"]["all"]["fmeasure"] > 0
     for name in ("gold.trees", "predicted.trees", "per_sentence.jsonl"):
@@ -95,15 +101,14 @@ def test_the_export_decodes_as_the_evaluation_did(parsed, parsed_seq2seq):
     _, result = parsed
     metadata = json.loads((Path(result.export.directory) / "assets.extra" / "translator.json").read_text())
     assert metadata["kind"] == "chart_parser" and metadata["bias"] == result.model.calibration["bias"]
-    assert result.export.settings == {"bias": result.model.calibration["bias"]}
+    assert result.export.settings == {"search": "cky", "bias": result.model.calibration["bias"]}
 
     _, result = parsed_seq2seq
     metadata = json.loads((Path(result.export.directory) / "assets.extra" / "translator.json").read_text())
     scores = json.loads((Path(result.run_path) / "evaluation" / "scores.json").read_text())
     # Section 6.3's beam 21 and alpha 0.3 (the parser preset's), the evaluation's length cap, the
     # tree constraint: the export is the decoder that was scored.
-    assert {k: metadata[k] for k in ("beam_size", "alpha", "max_length_offset")} == \
-        scores["evaluation"]["decoding"] == {"beam_size": 21, "alpha": 0.3, "max_length_offset": 12}
+    assert metadata["decoding"] == scores["evaluation"]["decoding"] == SEQ2SEQ_DECODING
     assert metadata["constraint"] == "BracketConstraint"
 
 

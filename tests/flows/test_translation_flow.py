@@ -146,7 +146,7 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     logs = flow_run_logs(run.data.tags["prefect.flow_run_id"])
     assert "{'" not in logs, [line for line in logs.splitlines() if "{'" in line]
     assert "training reached step" in logs and f"evaluation: bleu {metrics['bleu']:.4g}, " in logs
-    assert f"beam_size {result.export.settings['beam_size']}, alpha " in logs
+    assert f"beam_size {result.export.settings['beam_size']}, length_penalty " in logs
 
 
 def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
