@@ -1,0 +1,60 @@
+"""benchmarks/speed/serve_load.py on a tiny served model: 2 s a level, the report's shape, no errors."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.speed import serve_load
+from tests.flows.conftest import tiny_pyfunc
+
+
+def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requests(tokenizer, tmp_path, capsys):
+    pyfunc = tiny_pyfunc(tokenizer, tmp_path)
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("The package contains the documentation.\nThis is a library.\n\nRun it with care.\n")
+    output = tmp_path / "report.json"
+    status = serve_load.main(["--model-uri", str(pyfunc), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                              "--seconds", "2", "--max-requests", "200", "--sentences", str(sentences),
+                              "--server-log", str(tmp_path / "server.log"), "--output", str(output)])
+    report = json.loads(output.read_text())
+    assert json.loads(capsys.readouterr().out) == report
+    assert status == 0 and report["errors"] == 0 and report["server"]["answers_after_malformed"]
+    assert report["sentences"]["count"] == 3
+    assert [level["clients"] for level in report["levels"]] == [1, 8, 32]
+    for level in report["levels"]:
+        assert level["errors"] == 0 and level["error_kinds"] == {}, level
+        assert 1 <= level["answered"] == level["requests"] <= 200
+        latency = level["latency_seconds"]
+        assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+        assert level["requests_per_second"] > 0
+    memory = report["memory_mb"]
+    assert all(memory[key] > 100 for key in ("ready", "after_load", "after_malformed"))  # TensorFlow is loaded
+    assert {"after_load_growth_percent", "after_malformed_growth_percent"} <= set(memory)
+    by_case = {case["case"]: case for case in report["malformed"]}
+    assert not any(case["traceback"] for case in report["malformed"])
+    assert by_case["null source"]["status"] == 400 and "source[0] is null" in by_case["null source"]["message"]
+    assert by_case["10,000-character source"]["status"] == 400
+    assert by_case["64 sentences (the limit)"]["status"] == 200 and by_case["65 sentences"]["status"] == 400
+    assert by_case["2,000-character source (the limit)"]["status"] == 200
+    assert report["long_input"]["statuses"] == [200, 200, 200]
+
+
+def test_percentiles_are_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert [serve_load.percentile(values, q) for q in (50, 95, 99, 100)] == [50.0, 95.0, 99.0, 100.0]
+    assert serve_load.percentile([0.3], 99) == 0.3 and serve_load.percentile([], 50) is None
+
+
+def test_the_process_tree_holds_this_process_and_its_children():
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tree = serve_load.process_tree(os.getpid())
+        assert tree[0] == os.getpid() and child.pid in tree
+        assert serve_load.tree_rss_mb(os.getpid()) > 0
+    finally:
+        child.kill()
+        child.wait()
