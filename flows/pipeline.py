@@ -36,7 +36,7 @@ from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are th
     point_latest_at,
 )
 from flows.preflight import check_run_dir
-from flows.results import RunResult
+from flows.results import Promotion, RunResult
 from flows.retention import CHECKPOINTS_REMOVED
 from flows.run_state import (
     REPLACES,
@@ -62,6 +62,8 @@ from flows.stages import (
 from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_status
 from pipelines.config import to_dict
 from pipelines.quiet_tensorflow import import_quietly
+from pipelines.results import TrainingSummary
+from pipelines.tasks.base import TaskEvaluation
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +134,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     finally:
         if monitor is not None:
             monitor.finish()
+    tracker.describe(run_description(evaluation, training, promotion))
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
     _retain(config, run_dir, tracker, run_logger)
@@ -195,6 +198,24 @@ def _retain(config: PipelineConfig, run_dir: Path, tracker: Tracker, run_logger)
         run_logger.info("retention (keep_runs=%s): deleted %s, %.1f MB freed; %s holds %.1f MB",
                         config.retention.keep_runs, done["deleted"], done["freed_bytes"] / 1e6,
                         run_dir / "runs", done["runs_bytes"] / 1e6)
+
+
+def run_description(evaluation: TaskEvaluation, training: TrainingSummary, promotion: Promotion | None) -> str:
+    """What the run produced, in the one line the runs table shows: the primary score on the unseen
+    test split (where the corpus has one) and on the evaluation's split, the updates trained, and
+    the registry's verdict."""
+    label = {"bleu": "BLEU", "chrf": "chrF"}.get(evaluation.primary, evaluation.primary)
+    metrics, split = evaluation.metrics, evaluation.split
+    scores = [f"{split} {label} {evaluation.score:.2f}"]
+    unseen = metrics.get(f"test_unseen_{evaluation.primary}")
+    if unseen is not None:
+        scores.insert(0, f"test_unseen {label} {unseen:.2f}")
+    text = f"{', '.join(scores)} after {training.final_step} updates; "
+    if promotion is None:
+        return text + "not registered"
+    verdict = "champion" if promotion.promoted else \
+        f"not champion (v{promotion.champion_version} has {promotion.champion_score:.2f})"
+    return text + f"{promotion.model} v{promotion.challenger_version}, {verdict}"
 
 
 def _link_in_prefect(tracker: Tracker, problem: str, status: str, metrics: dict[str, Any] | None = None,

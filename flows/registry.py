@@ -2,11 +2,15 @@
 
 Each finished pipeline run logs its export as a ``pyfunc`` model (:mod:`flows.serving`: a column
 of sentences in, translations or trees out; signature and input example included, requirements
-pinned so nothing is resolved at logging time) under the run's ``model`` artifact path, and
-registers it as a new version of one registered model per task and problem
-(``translation-ddtp-en-de``, ``parsing-sample``). The version becomes the ``champion`` alias
-only if its primary score (BLEU, labelled F1) on the same evaluation is not worse than the
-current champion's; the first version always does. "The same evaluation" is checked, not
+pinned so nothing is resolved at logging time). It is logged as MLflow 3 means models to be: a
+``LoggedModel`` of the run's experiment (named ``model``, the run's output at the step it was
+evaluated at), carrying the run's evaluation scores, each linked to the dataset it was scored on
+(the run's ``test`` and ``test_unseen`` inputs), so the run's and the experiment's Models views,
+``mlflow.search_logged_models`` and the registry show one model with its scores. Each is registered
+from that logged model (source ``models:/<model id>``) as a new version of one registered model per
+task and problem (``translation-ddtp-en-de``, ``parsing-sample``). The version becomes the
+``champion`` alias only if its primary score (BLEU, labelled F1) on the same evaluation is not worse
+than the current champion's; the first version always does. "The same evaluation" is checked, not
 assumed: every version carries its score under a key naming the split's fingerprint and the
 evaluation settings, and a champion without a score under the challenger's key is evaluated
 again on the challenger's split before the two are compared.
@@ -19,7 +23,7 @@ import importlib.metadata
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +32,7 @@ from mlflow.exceptions import MlflowException
 from flows.results import Promotion
 
 if TYPE_CHECKING:
+    from flows.tracking import Tracker
     from pipelines.tasks.base import TaskEvaluation
 
 logger = logging.getLogger(__name__)
@@ -52,10 +57,14 @@ def evaluation_key(evaluation: TaskEvaluation) -> str:
     return hashlib.sha256(json.dumps(evaluation.identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Path) -> Path:
-    """Writes the MLflow model (MLmodel, export, signature, example, the export's decoding in its
-    metadata) to ``path``."""
-    import mlflow.pyfunc
+#: The name of each run's logged model (as its Models view and ``search_logged_models`` show it).
+MODEL_NAME = "model"
+
+
+def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) -> dict[str, Any]:
+    """What makes the project's MLflow model, for ``mlflow.pyfunc.save_model`` and ``log_model`` alike:
+    the models-from-code file, the task in its ``model_config``, the export as its one artifact, the
+    signature, an input example, pinned requirements and the export's decoding in its metadata."""
     import pandas as pd
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
@@ -63,29 +72,105 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
     from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
     from keras_transformer.decoding.export import export_record
 
-    shutil.rmtree(path, ignore_errors=True)
     signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
                                outputs=Schema([ColSpec("string", OUTPUT_COLUMNS[task])]))
-    mlflow.pyfunc.save_model(
-        path=str(path), python_model=str(Path(__file__).with_name("pyfunc_model.py")),
-        model_config={"task": task}, artifacts={"export": str(export_dir)}, signature=signature,
+    return dict(
+        python_model=str(Path(__file__).with_name("pyfunc_model.py")), model_config={"task": task},
+        artifacts={"export": str(export_dir)}, signature=signature,
         input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}), pip_requirements=pinned_requirements(),
         # How it decodes, where a registry's reader sees it: the export's own record.
         metadata={"decoding": export_record(export_dir)},
     )
+
+
+def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Path) -> Path:
+    """Writes the MLflow model (MLmodel, export, signature, example, the export's decoding in its
+    metadata) to ``path``: the model :func:`log_pyfunc` logs, as a folder."""
+    import mlflow.pyfunc
+
+    shutil.rmtree(path, ignore_errors=True)
+    mlflow.pyfunc.save_model(path=str(path), **_pyfunc_arguments(task, export_dir, examples))
     return path
 
 
-def register(client, name: str, run_id: str, artifact_path: str, tags: dict[str, str]):
-    """A new version of registered model ``name`` from the run's ``artifact_path``."""
+def split_of(key: str, split: str, splits: Iterable[str]) -> str:
+    """The split metric ``key`` was scored on: ``split`` (the evaluation's), unless the key is
+    another split's, prefixed with its name (``test_unseen_bleu``)."""
+    others = sorted((s for s in splits if s != split), key=len, reverse=True)  # test_unseen before test
+    return next((other for other in others if key.startswith(f"{other}_")), split)
+
+
+def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: list[str],
+               evaluation: TaskEvaluation, tags: dict[str, str]):
+    """Logs the MLflow model as a ``LoggedModel`` of the tracker's run; returns its ``ModelInfo``.
+
+    The model is the run's output at the step its evaluation was logged at, and carries the run's
+    evaluation scores at that step (the same points, not copies at another time), each linked to
+    the run's dataset input it was scored on. MLflow's ``log_model`` inside an active run would
+    instead link every metric of the run at that step, without its dataset: the training curves'
+    last points, and the system metrics whose sample number happens to equal the step.
+    """
+    import mlflow
+    import mlflow.pyfunc
+    from mlflow.entities import LoggedModelOutput, Metric
+
+    client, run_id = tracker.client, tracker.run_id
+    run = client.get_run(run_id)
+    datasets = {next((t.value for t in i.tags if t.key == "mlflow.data.context"), None): i.dataset
+                for i in run.inputs.dataset_inputs}
+    points = {}
+    for key in evaluation.metrics:
+        history = client.get_metric_history(run_id, key)
+        if history:
+            points[key] = max(history, key=lambda m: (m.step, m.timestamp))
+    step = points[evaluation.primary].step if evaluation.primary in points else 0
+    with tracker.fluent():
+        model = mlflow.initialize_logged_model(
+            name=MODEL_NAME, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
+            params=run.data.params, tags=tags)
+        info = mlflow.pyfunc.log_model(name=MODEL_NAME, model_id=model.model_id,
+                                       **_pyfunc_arguments(task, export_dir, examples))
+    client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
+    linked = []
+    for key, point in points.items():
+        dataset = datasets.get(split_of(key, evaluation.split, datasets))
+        linked.append(Metric(key, point.value, point.timestamp, point.step, model_id=model.model_id,
+                             dataset_name=dataset.name if dataset else None,
+                             dataset_digest=dataset.digest if dataset else None, run_id=run_id))
+    for i in range(0, len(linked), 100):
+        client.log_batch(run_id, metrics=linked[i : i + 100])
+    logger.info("logged model %s of run %s with %d scores", model.model_id, run_id, len(linked))
+    return info
+
+
+def exported_uri(client, version) -> str:
+    """Where the export of registered model ``version`` lives (the pyfunc's ``export`` artifact),
+    whether the version was registered from a logged model or, earlier, from a run's artifacts."""
+    return f"{client.get_model_version_download_uri(version.name, version.version)}/artifacts/export"
+
+
+def register(tracker: Tracker, name: str, model_id: str, tags: dict[str, str]):
+    """A new version of registered model ``name`` from logged model ``model_id`` (source
+    ``models:/<model id>``, the run its source run), which in turn names its versions."""
+    from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
+
+    client = tracker.client
     try:
         client.create_registered_model(name, tags={"task": tags.get("task", "")})
     except MlflowException as err:
         if err.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
-    source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
-    version = client.create_model_version(name, source, run_id=run_id, tags=tags)
-    logger.info("registered %s version %s from run %s", name, version.version, run_id)
+    model = client.get_logged_model(model_id)
+    # A SQL registry resolves a ``models:/`` source through MLflow's default tracking URI.
+    with tracker.fluent():
+        version = client.create_model_version(name, f"models:/{model_id}", run_id=model.source_run_id,
+                                              tags=tags, model_id=model_id)
+    # What ``mlflow.register_model`` records too: the logged model's page lists its versions.
+    versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
+    client.set_logged_model_tags(model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(
+        [*versions, {"name": name, "version": version.version}])})
+    logger.info("registered %s version %s from logged model %s of run %s", name, version.version, model_id,
+                model.source_run_id)
     return version
 
 

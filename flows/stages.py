@@ -227,18 +227,19 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)
 def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export: Export,
                   evaluation: TaskEvaluation, corpus: PreparedCorpus, eval_config: Any, work: str) -> Promotion:
-    """Logs the export as an MLflow model, registers it and promotes it if it is not worse."""
+    """Logs the export as the run's MLflow model (a logged model with the evaluation's scores),
+    registers it and promotes it if it is not worse."""
     from prefect.artifacts import create_markdown_artifact
 
     from flows import registry
 
     work_dir = Path(work)
     examples = [example["source"] for example in evaluation.examples] or ["A sentence ."]
-    tracker.log_artifacts(registry.save_pyfunc(pipeline_task.name, export.directory, examples,
-                                               work_dir / "mlflow_model"), "model")
+    tags = {"task": pipeline_task.name, "primary_metric": evaluation.primary}
+    logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags)
     key = registry.evaluation_key(evaluation)
-    version = registry.register(tracker.client, model_name, tracker.run_id, "model", {
-        "task": pipeline_task.name, "primary_metric": evaluation.primary, f"score.{key}": str(evaluation.score)})
+    version = registry.register(tracker, model_name, logged.model_id,
+                                {**tags, f"score.{key}": str(evaluation.score)})
 
     def evaluate_champion(champion) -> float:
         import mlflow.artifacts
@@ -247,7 +248,7 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
 
         get_run_logger().info("champion v%s has no score on this evaluation: evaluating it", champion.version)
         directory = mlflow.artifacts.download_artifacts(
-            artifact_uri=f"{champion.source}/artifacts/export", dst_path=str(work_dir / "champion"),
+            artifact_uri=registry.exported_uri(tracker.client, champion), dst_path=str(work_dir / "champion"),
             tracking_uri=tracker.tracking_uri)
         # Its decoding settings are compiled into its export; the rest of the evaluation is this run's.
         settings = dataclasses.replace(eval_config, decoding=type(eval_config.decoding)())

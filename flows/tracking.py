@@ -16,10 +16,12 @@ import logging
 import math
 import os
 import re
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,17 @@ logger = logging.getLogger(__name__)
 
 # MLflow caps a parameter value's length; longer values are cut rather than failing the run.
 _MAX_PARAM_LENGTH = 6000
+# MLflow's module-level functions read one process-wide tracking URI: one tracker at a time sets it.
+_FLUENT = threading.Lock()
 #: The run's artifact folder of the tables a user reads (:meth:`Tracker.log_tables`).
 TABLES = "tables"
+#: The experiment tag naming what its runs are for, as MLflow 3's UI reads it.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+#: Its value for experiments of models trained and evaluated here (the UI's model-training view,
+#: not its GenAI view of traces and prompts, which it guesses for an experiment without the tag).
+MODEL_TRAINING = "custom_model_development"
+#: The run tag MLflow shows as the run's description.
+DESCRIPTION = "mlflow.note.content"
 #: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
 STAGES = "stages"
 
@@ -178,10 +189,13 @@ class Tracker:
             # A server decides where artifacts go; the local default keeps them in the run_dir.
             local = uri == f"sqlite:///{run_dir / 'mlflow.db'}"
             experiment_id = client.create_experiment(
-                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri() if local else None
+                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri() if local else None,
+                tags={EXPERIMENT_KIND: MODEL_TRAINING},
             )
         else:
             experiment_id = experiment.experiment_id
+            if EXPERIMENT_KIND not in experiment.tags:  # one made before the tag; a kind someone chose stays
+                client.set_experiment_tag(experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
         if resume_run_id:
             try:
                 run = client.get_run(resume_run_id)
@@ -244,12 +258,13 @@ class Tracker:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_corpus(self, corpus_dir: str | Path, name: str) -> None:
-        """Each split of the prepared corpus as a dataset input of the run (context = split)."""
+        """Each split of the prepared corpus (``test_unseen`` too, where there is one) as a dataset
+        input of the run (context = split)."""
         from mlflow.data.dataset_source_registry import resolve_dataset_source
         from mlflow.data.meta_dataset import MetaDataset
         from mlflow.entities import DatasetInput, InputTag
 
-        from pipelines.corpus import SPLITS, Corpus
+        from pipelines.corpus import Corpus
 
         corpus = Corpus.load(corpus_dir, verify=False)
         with warnings.catch_warnings():
@@ -259,7 +274,7 @@ class Tracker:
             source = resolve_dataset_source(str(Path(corpus_dir).resolve()))
         inputs = [DatasetInput(MetaDataset(source, name=f"{name}-{split}", digest=corpus.fingerprint(split))
                                ._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", split)])
-                  for split in SPLITS]
+                  for split in corpus.splits]
         self.client.log_inputs(self.run_id, datasets=inputs)
 
     def log_stage(self, name: str, result: Any, metrics: dict[str, Any] | None = None,
@@ -294,6 +309,36 @@ class Tracker:
     def set_tags(self, tags: dict[str, str]) -> None:
         for key, value in tags.items():
             self.client.set_tag(self.run_id, key, value)
+
+    def describe(self, text: str) -> None:
+        """``text`` as the run's description (the runs table's and the run page's)."""
+        self.client.set_tag(self.run_id, DESCRIPTION, text)
+
+    @contextmanager
+    def fluent(self):
+        """Within the block, MLflow's module-level functions (``mlflow.pyfunc.log_model``, the
+        logged-model calls, a SQL registry resolving ``models:/``) use this tracker's store, as its
+        client does; before and after, MLflow's default URIs and their variables are as they were."""
+        import mlflow
+        from mlflow.tracking._model_registry import utils as registry_utils
+        from mlflow.tracking._tracking_service import utils as tracking_utils
+
+        variables = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+        with _FLUENT:
+            tracking_uri, registry_uri = tracking_utils._tracking_uri, registry_utils._registry_uri
+            environment = {variable: os.environ.get(variable) for variable in variables}
+            mlflow.set_tracking_uri(self.tracking_uri)
+            mlflow.set_registry_uri(self.tracking_uri)
+            try:
+                yield
+            finally:
+                mlflow.set_tracking_uri(tracking_uri)
+                mlflow.set_registry_uri(registry_uri)
+                for variable, value in environment.items():
+                    if value is None:
+                        os.environ.pop(variable, None)
+                    else:
+                        os.environ[variable] = value
 
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)

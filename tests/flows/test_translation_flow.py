@@ -27,8 +27,8 @@ def finished_run(tmp_path_factory):
     settings = yaml.safe_load(config.read_text())
     settings["evaluation"]["max_sentences"] = SCORED  # enough to compare what is shipped with it
     # A decoding option the export must carry in its graph for the comparison below to hold.
-    settings["evaluation"]["repetition_guard"] = 4
-    settings["evaluation"]["min_length_ratio"] = 0.5  # and a length floor, another
+    settings["evaluation"]["decoding"]["repetition_guard"] = 4
+    settings["evaluation"]["decoding"]["min_length_ratio"] = 0.5  # and a length floor, another
     config.write_text(yaml.safe_dump(settings))
     previous = Path.cwd()
     os.chdir(tmp_path)
@@ -70,7 +70,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert distribution["strategy"] in {"mirrored", "one_device"} and int(distribution["replicas"]) >= 1
     assert distribution["precision"] == "float32"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"evaluation", "model", "keras_model", "tokenizer", "data"} <= artifacts
+    assert {"evaluation", "keras_model", "tokenizer", "data"} <= artifacts  # the MLflow model: its logged model's
     evaluation = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation")}
     assert {"hypotheses.txt", "references.txt", "scores.json", "sentences.json", "attention"} <= evaluation
     # What a reader opens: every test sentence with its sentence BLEU as an MLflow table, and pictures.
@@ -84,7 +84,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert run.data.tags["prefect.flow_run_id"] and run.data.tags["settings_fingerprint"] == state["fingerprint"]
     assert len(run.data.tags["mlflow.source.git.commit"]) == 40
     datasets = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}
-    assert set(datasets) == {"train", "validation", "test"}
+    assert set(datasets) == {"train", "validation", "test", "test_unseen"}
     assert datasets["test"].name == "translation-ddtp-en-de-test"
 
 
@@ -198,6 +198,63 @@ def test_the_model_is_an_mlflow_model_registered_and_promoted(finished_run, monk
     assert list(out.columns) == ["translation"] and len(out) == 2 and isinstance(out["translation"][0], str)
     requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/flow-test@champion")).read_text()
     assert "tensorflow==" in requirements and "tensorflow-text==" in requirements  # pinned, not inferred
+
+
+def test_the_run_s_model_is_a_logged_model_with_its_scores_and_datasets_registered_from_it(
+        finished_run, tmp_path, monkeypatch):
+    """MLflow 3's view of the run, through its client API as its UI reads it: the experiment is a
+    model-training one, the run's output is a logged model found by ``search_logged_models`` with the
+    evaluation's scores on the datasets they were scored on, the registry's version points at it,
+    and the run says in one line what it produced."""
+    import mlflow
+    import mlflow.artifacts
+    from mlflow.tracking import MlflowClient
+
+    from flows.pipeline import run_description
+    from flows.registry import exported_uri
+
+    run_tmp, _, result = finished_run
+    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    run = client.get_run(result.run_id)
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert run.data.tags["mlflow.note.content"] == run_description(result.evaluation, result.training,
+                                                                   result.promotion)
+    assert run.data.tags["mlflow.note.content"].endswith("after 12 updates; flow-test v1, champion")
+    assert run.data.tags["mlflow.note.content"].startswith("test_unseen BLEU ")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    models = mlflow.search_logged_models(experiment_ids=[experiment.experiment_id], output_format="list",
+                                         filter_string=f"source_run_id = '{result.run_id}'")
+    assert len(models) == 1, models
+    model = models[0]
+    assert (model.name, model.status, model.model_type) == ("model", "READY", "translation")
+    assert [(o.model_id, o.step) for o in run.outputs.model_outputs] == [(model.model_id, 12)]
+    assert model.params["train.preset"] == "demo"  # the run's settings, as the models table compares them
+    scored = {(m.key, m.dataset_name): m.value for m in model.metrics}
+    evaluation = result.evaluation.metrics
+    assert scored[("bleu", "translation-ddtp-en-de-test")] == evaluation["bleu"]
+    assert scored[("test_unseen_bleu", "translation-ddtp-en-de-test_unseen")] == evaluation["test_unseen_bleu"]
+    assert {key for key, _ in scored} == set(evaluation)  # the scores only: no training curve, no system metric
+    digests = {d.dataset.name: d.dataset.digest for d in run.inputs.dataset_inputs}
+    assert {m.dataset_digest for m in model.metrics if m.key == "bleu"} == {digests["translation-ddtp-en-de-test"]}
+    # The same model, found by the dataset it was scored on and by its score.
+    on_unseen = mlflow.search_logged_models(
+        experiment_ids=[experiment.experiment_id], datasets=[{"dataset_name": "translation-ddtp-en-de-test_unseen"}],
+        filter_string=f"metrics.test_unseen_bleu = {evaluation['test_unseen_bleu']}", output_format="list")
+    assert [m.model_id for m in on_unseen] == [model.model_id]
+
+    version = client.get_model_version_by_alias("flow-test", "champion")
+    assert (version.source, version.run_id) == (f"models:/{model.model_id}", result.run_id)
+    assert json.loads(model.tags["mlflow.modelVersions"]) == [{"name": "flow-test", "version": 1}]
+    metadata = mlflow.models.get_model_info(f"models:/{model.model_id}")
+    assert metadata.flavors["python_function"]["config"] == {"task": "translation"}
+    assert metadata.metadata["decoding"]["repetition_guard"] == 4  # the export's record, as it was saved
+    # What a later challenger evaluates the champion with, when it has no score on that one's evaluation.
+    export = mlflow.artifacts.download_artifacts(artifact_uri=exported_uri(client, version), dst_path=str(tmp_path))
+    assert (Path(export) / "saved_model.pb").exists()
 
 
 def test_the_mlflow_model_is_saved_from_code_with_nothing_to_warn_about(finished_run, tmp_path):
