@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -69,14 +68,36 @@ def test_a_tracking_server_gets_the_run_its_artifacts_and_the_model(mlflow_serve
     assert champion.run_id == result.run_id
 
 
-def test_an_unreachable_tracking_server_fails_before_any_work(tmp_path):
+def test_an_unreachable_tracking_server_fails_before_any_work(tmp_path, monkeypatch):
+    """It fails at once: one health check under a timeout, and no MLflow client request (whose
+    retries with backoff would take minutes) ever reaches the server."""
+    import urllib.request
+
+    import requests
+
     from flows.translation import translation_pipeline
 
+    server = "http://127.0.0.1:9"
+    checks, client_requests = [], []
+    urlopen, session_request = urllib.request.urlopen, requests.Session.request
+
+    def checked(url, *args, timeout=None, **kwargs):
+        if str(getattr(url, "full_url", url)).startswith(server):
+            checks.append((getattr(url, "full_url", url), timeout))
+        return urlopen(url, *args, timeout=timeout, **kwargs)
+
+    def requested(session, method, url, *args, **kwargs):
+        if str(url).startswith(server):
+            client_requests.append((method, url))
+        return session_request(session, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", checked)
+    monkeypatch.setattr(requests.Session, "request", requested)
     config = write_config(tmp_path)
-    started = time.monotonic()
     with pytest.raises(ConfigError, match=r"tracking server http://127.0.0.1:9 .*does not answer"):
-        translation_pipeline(str(config), {"tracking": {"tracking_uri": "http://127.0.0.1:9"}})
-    assert time.monotonic() - started < 30
+        translation_pipeline(str(config), {"tracking": {"tracking_uri": server}})
+    assert len(checks) == 1 and checks[0][0] == f"{server}/health" and 0 < checks[0][1] <= 10, checks
+    assert client_requests == []
     assert not (tmp_path / "run" / "runs").exists() and not (tmp_path / "run" / "data").exists()
 
 
@@ -120,7 +141,8 @@ def test_a_replaced_run_is_ended_and_each_decision_is_in_the_flow_run_log(tmp_pa
     run_dir.mkdir()
     uri = f"sqlite:///{run_dir.resolve() / 'mlflow.db'}"
     client = MlflowClient(uri)
-    experiment = client.create_experiment("flow-test")
+    # Where the flow would put them: a SQLite store's default artifact root is ./mlruns of the cwd.
+    experiment = client.create_experiment("flow-test", artifact_location=(run_dir / "mlartifacts").as_uri())
 
     # 1. An unfinished run of other settings (a killed run of an older config): replaced, not resumed.
     stale = client.create_run(experiment).info.run_id
