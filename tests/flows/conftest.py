@@ -1,4 +1,5 @@
-"""Shared by the flow tests: a real temporary Prefect API per module, and a tiny demo config."""
+"""Shared by the flow tests: a real temporary Prefect API per module, a tiny demo config, ports and
+servers on 127.0.0.1, and a tiny served model."""
 
 import fcntl
 import json
@@ -156,7 +157,7 @@ def served_predictions(model_uri: str, tracking_uri: str, column: str, sentences
 
 def tiny_pyfunc(tokenizer, path: Path) -> Path:
     """The project's MLflow model (``flows.registry.save_pyfunc``) of a tiny random Transformer over
-    ``tokenizer``: what is served, decoding in milliseconds (its translations are nonsense)."""
+    ``tokenizer``: what is served, a request decoded in a fraction of a second (into nonsense)."""
     from flows.registry import save_pyfunc
     from tests.keras_transformer.tiny_models import tiny_transformer
 

@@ -122,6 +122,29 @@ def test_a_direct_predict_refuses_the_same_inputs(model_input, problem):
     assert refused.value.get_http_status_code() == 400
 
 
+def test_a_server_whose_port_was_taken_meanwhile_starts_again_on_another(tmp_path):
+    import socket
+    import sys
+
+    taken = []
+
+    def command(port):
+        if not taken:  # another program binds the port between free_port() and the server
+            holder = socket.socket()
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+            taken.append(holder)
+        return [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)]
+
+    try:
+        server, port = start_on_a_free_port(command, "/", tmp_path / "server.log", 60, cwd=tmp_path)
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+        assert port != taken[0].getsockname()[1]
+    finally:
+        taken[0].close()
+
+
 def test_a_lone_column_or_a_list_is_the_sentences():
     assert request_sentences(pd.DataFrame({"text": ["a", "b"]})) == ["a", "b"]
     assert request_sentences(["a", ""]) == ["a", ""]
