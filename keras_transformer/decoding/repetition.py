@@ -80,13 +80,16 @@ def repetition_guard(vocab_size: int, max_period: int) -> RepetitionGuard:
     return RepetitionGuard(vocab_size, max_period)
 
 
-def with_guard(settings, vocab_size: int, constraint=None, greedy: bool = False, asked: bool = False):
+def with_guard(settings, vocab_size: int, constraint=None, greedy: bool = False, asked=False):
     """The beam search's constraint: ``constraint``, or the guard ``settings`` (a
     :class:`~keras_transformer.decoding.settings.DecodingSettings`) asks for when there is none.
 
     A guard that comes with the settings gives way to greedy decoding and to another constraint (a
-    parser's); one the caller ``asked`` for by name does not: that is a ``ValueError``.
+    parser's); one the caller asked for (``asked``: true, or the overrides of the call, naming it)
+    does not: that is a ``ValueError``.
     """
+    if not isinstance(asked, bool):
+        asked = bool(asked.get("repetition_guard"))
     n = settings.repetition_guard
     if n and asked and (greedy or constraint is not None):
         raise ValueError("repetition_guard needs beam search and no other constraint")

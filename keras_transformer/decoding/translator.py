@@ -104,8 +104,7 @@ class Translator:
         sentences = list(sentences)
         if not sentences:
             return []
-        constraint = with_guard(settings, self.model.config.target_vocab_size, constraint, greedy,
-                                asked=bool(decoding.get("repetition_guard")))
+        constraint = with_guard(settings, self.model.config.target_vocab_size, constraint, greedy, asked=decoding)
         per_input = n_best or (constraint is not None and getattr(constraint, "takes_slots", True))
         if settings.split_sentences and not per_input:
             # One beam search over every sentence of every paragraph, then each paragraph joined
