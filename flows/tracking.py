@@ -41,6 +41,9 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"
 #: The run tag MLflow shows as the run's description.
 DESCRIPTION = "mlflow.note.content"
+#: The query that opens MLflow 3's UI in its model-training view: from 3.5 on, the view follows a
+#: GenAI / model-training switch of the browser's (GenAI by default), not the experiment's kind.
+TRAINING_VIEW = "workflowType=machine_learning"
 #: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
 STAGES = "stages"
 
@@ -125,11 +128,16 @@ def end_replaced(uri: str, run_id: str, replaced_by: str, reason: str) -> None:
 
 def run_ui_url(tracking_uri: str, experiment_id: str, run_id: str) -> str | None:
     """The run's page in the MLflow UI of a tracking server (the address MLflow itself prints when
-    a run ends, ``mlflow/tracking/_tracking_service/client.py``); None for a local store, which has
-    no UI until someone starts ``mlflow ui`` on it."""
+    a run ends, ``mlflow/tracking/_tracking_service/client.py``, in the model-training view); None
+    for a local store, which has no UI until someone starts ``mlflow ui`` on it."""
     if not tracking_uri.startswith(("http://", "https://")):
         return None
-    return f"{public_uri(tracking_uri).rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return ui_page(public_uri(tracking_uri), experiment_id, run_id)
+
+
+def ui_page(ui: str, experiment_id: str, run_id: str) -> str:
+    """The page of run ``run_id`` in the MLflow UI at ``ui``, in the model-training view."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{TRAINING_VIEW}"
 
 
 def public_uri(uri: str) -> str:
@@ -174,6 +182,7 @@ class Tracker:
         state; a named run that does not exist is an error)."""
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
+        from mlflow.tracking.context.registry import resolve_tags
 
         if not config.experiment:
             from pipelines.config import ConfigError
@@ -209,7 +218,8 @@ class Tracker:
 
                     raise ConfigError(f"run_id={resume_run_id!r}: no such MLflow run at {uri}") from err
                 logger.warning("MLflow run %s not found; starting a new one", resume_run_id)
-        run = client.create_run(experiment_id, run_name=config.run_name, tags=tags or {})
+        # With what MLflow's own start_run records (the source the run page shows: the script), ours first.
+        run = client.create_run(experiment_id, run_name=config.run_name, tags=resolve_tags(tags or {}))
         logger.info("MLflow run %s in experiment '%s' at %s", run.info.run_id, config.experiment, uri)
         return cls(uri, run.info.run_id)
 
@@ -357,7 +367,8 @@ class Tracker:
                  f"- experiment: `{experiment.name}` (id {experiment.experiment_id})",
                  f"- tracking URI: `{uri}`"]
         if not url:
-            lines.append(f"- browse it: `mlflow ui --backend-store-uri {uri}`")
+            lines.append(f"- browse it: `mlflow ui --backend-store-uri {uri}`, then "
+                         f"{ui_page('http://127.0.0.1:5000', experiment.experiment_id, self.run_id)}")
         if error:
             lines.append(f"- error: {error}")
         numbers = {k: v for k, v in (metrics or {}).items()

@@ -302,4 +302,5 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
     assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "loss")) == list(range(2, 49, 2))
     assert len(mlflow.search_runs([run.info.experiment_id])) == 1  # no second MLflow run
     # The Prefect side links back: the run's page on the tracking server.
-    assert f"({mlflow_uri}/#/experiments/{run.info.experiment_id}/runs/{mlflow_run_id})" in link
+    assert f"({mlflow_uri}/#/experiments/{run.info.experiment_id}/runs/{mlflow_run_id}?workflowType=machine_learning)" \
+        in link

@@ -135,7 +135,9 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     assert f"- experiment: `flow-test` (id {run.info.experiment_id})" in markdown
     assert f"- tracking URI: `{uri}`" in markdown
     # A SQLite store has no UI to link to: the command that opens one on it instead.
-    assert f"`mlflow ui --backend-store-uri {uri}`" in markdown and "](http" not in markdown
+    assert f"`mlflow ui --backend-store-uri {uri}`, then http://127.0.0.1:5000/#/experiments/" \
+        f"{run.info.experiment_id}/runs/{result.run_id}?workflowType=machine_learning" in markdown
+    assert "](http" not in markdown
     rows = score_rows(markdown)
     metrics = result.evaluation.metrics
     assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
@@ -169,9 +171,11 @@ def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
 def test_a_tracking_server_run_gets_a_link_to_its_page_without_credentials():
     from flows.tracking import artifact_key, public_uri, run_ui_url
 
-    assert run_ui_url("http://127.0.0.1:5000/", "3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc"
+    # In the model-training view: MLflow 3.5+'s UI opens the GenAI one unless told otherwise.
+    assert run_ui_url("http://127.0.0.1:5000/", "3", "abc") == \
+        "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
     assert run_ui_url("https://alice:secret@mlflow.example.org", "1", "r") == \
-        "https://mlflow.example.org/#/experiments/1/runs/r"
+        "https://mlflow.example.org/#/experiments/1/runs/r?workflowType=machine_learning"
     assert run_ui_url("sqlite:////tmp/mlflow.db", "1", "r") is None
     assert public_uri("databricks") == "databricks"
     assert artifact_key("mlflow-run-Parsing_WSJ.v2") == "mlflow-run-parsing-wsj-v2"
@@ -223,6 +227,7 @@ def test_the_run_s_model_is_a_logged_model_with_its_scores_and_datasets_register
                                                                    result.promotion)
     assert run.data.tags["mlflow.note.content"].endswith("after 12 updates; flow-test v1, champion")
     assert run.data.tags["mlflow.note.content"].startswith("test_unseen BLEU ")
+    assert run.data.tags["mlflow.source.type"] == "LOCAL" and run.data.tags["mlflow.source.name"]  # the run's source
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
