@@ -36,13 +36,13 @@ _FLUENT = threading.Lock()
 TABLES = "tables"
 #: The experiment tag naming what its runs are for, as MLflow 3's UI reads it.
 EXPERIMENT_KIND = "mlflow.experimentKind"
-#: Its value for experiments of models trained and evaluated here (the UI's model-training view,
-#: not its GenAI view of traces and prompts, which it guesses for an experiment without the tag).
+#: Its value for experiments of models trained and evaluated here: the kind the UI's selector shows,
+#: and, in UIs that open an experiment by its kind, the model-training view rather than the GenAI one.
 MODEL_TRAINING = "custom_model_development"
 #: The run tag MLflow shows as the run's description.
 DESCRIPTION = "mlflow.note.content"
-#: The query that opens MLflow 3's UI in its model-training view: from 3.5 on, the view follows a
-#: GenAI / model-training switch of the browser's (GenAI by default), not the experiment's kind.
+#: The query that opens MLflow's UI in its model-training view: MLflow 3.17's follows a GenAI /
+#: model-training switch of the browser's (GenAI by default), not the experiment's kind.
 TRAINING_VIEW = "workflowType=machine_learning"
 #: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
 STAGES = "stages"

@@ -171,7 +171,7 @@ def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
 def test_a_tracking_server_run_gets_a_link_to_its_page_without_credentials():
     from flows.tracking import artifact_key, public_uri, run_ui_url
 
-    # In the model-training view: MLflow 3.5+'s UI opens the GenAI one unless told otherwise.
+    # In the model-training view: MLflow 3.17's UI opens the GenAI one unless told otherwise.
     assert run_ui_url("http://127.0.0.1:5000/", "3", "abc") == \
         "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
     assert run_ui_url("https://alice:secret@mlflow.example.org", "1", "r") == \
