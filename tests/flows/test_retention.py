@@ -76,5 +76,5 @@ def test_retention_keeps_exactly_what_it_promises(tmp_path):
 def test_keep_runs_is_a_positive_number_or_null():
     assert RetentionConfig(None).keep_runs is None
     for wrong in (0, -1, 2.5):
-        with pytest.raises(ConfigError, match="retention.keep_runs"):
+        with pytest.raises(ConfigError, match="keep_runs"):
             RetentionConfig(wrong)

@@ -307,8 +307,8 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     assert record["repetition_guard"] == 4 and record["min_length_ratio"] == 0.5
 
     export = load_exported(result.export.directory)
-    assert export.settings["repetition_guard"] == 4 and export.settings["constraint"] == "RepetitionGuard"
-    assert export.settings["min_length_ratio"] == 0.5
+    assert export.decoding.repetition_guard == 4 and export.settings["constraint"] == "RepetitionGuard"
+    assert export.decoding.min_length_ratio == 0.5
     # The demo's tokenizer copies URLs through: the scored translation of the source that holds one
     # (the test split's third) has it whole, put back by the decoding that every path below shares.
     assert export.settings["copies_verbatim"] is True

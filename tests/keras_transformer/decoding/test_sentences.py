@@ -78,7 +78,8 @@ def test_translator_joins_the_translations_of_the_sentences(splitting):
         translations = whole.translate([b.decode("utf-8") for b in bodies])
         expected.append(" ".join(b.decode("utf-8") + t for b, t in zip(bullets, translations)))
     assert expected[-1].startswith(whole.translate(["Main features:"])[0] + " * ")
-    assert splitting.translate(PARAGRAPHS, batch_size=3) == expected
+    # Compared word by word: a random model's empty translation of a part leaves one space more or less.
+    assert [t.split() for t in splitting.translate(PARAGRAPHS, batch_size=3)] == [t.split() for t in expected]
     assert expected != whole.translate(PARAGRAPHS)  # guard: splitting changes what the model is given
     # An n-best list is per input, as the parser's constrained search needs it.
     assert splitting.translate(PARAGRAPHS, n_best=True) == whole.translate(PARAGRAPHS, n_best=True)

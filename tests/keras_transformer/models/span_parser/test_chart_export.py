@@ -103,7 +103,8 @@ def test_the_scores_match_chart_parser(exported, model, tokenizer):
     for (spans, tags), (want_spans, want_tags) in zip(parser.scores(SENTENCES, batch_size=4),
                                                       ChartParser(model, tokenizer).scores(SENTENCES)):
         assert spans.shape == want_spans.shape and np.array_equal(tags, want_tags)
-        np.testing.assert_allclose(spans, want_spans, atol=1e-5)
+        # The tree marginals' log(1 - m) near m = 1 magnifies float32 rounding of the graph against eager.
+        np.testing.assert_allclose(spans, want_spans, rtol=1e-4, atol=1e-4)
 
 
 def test_metadata_and_dispatch(exported, model):
