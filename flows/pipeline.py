@@ -51,6 +51,7 @@ from flows.run_state import (
 from flows.stages import (
     average_task,
     calibrate_task,
+    evaluate_export_task,
     evaluate_task,
     export_task,
     prepare_data_task,
@@ -119,12 +120,21 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         tracker.log_tables(paths.evaluation, evaluation.tables)
         tracker.log_artifacts(model.path, "keras_model")
         export = promotion = None
-        if config.export:
+        if config.export.enabled:
             export = export_task(pipeline_task, model, vocabulary, config.train.preset, config.evaluation,
-                                 str(paths.export))
+                                 config.export, corpus, str(paths.export))
             tracker.log_stage("export", export)
+            served = evaluation
+            if config.export.engine:
+                # Another engine decodes what is served: its translations are scored, and promoted on.
+                served = evaluate_export_task(pipeline_task, export, corpus, config.evaluation,
+                                              str(paths.export_evaluation))
+                tracker.log_stage("export-evaluation", served,
+                                  {f"export.{name}": value for name, value in served.metrics.items()},
+                                  step=training.final_step)
+                tracker.log_artifacts(paths.export_evaluation, "export-evaluation")
             if config.tracking.register:
-                promotion = register_task(pipeline_task, tracker, config.registered_model, export, evaluation,
+                promotion = register_task(pipeline_task, tracker, config.registered_model, export, served,
                                           corpus, config.evaluation, str(paths.work))
                 tracker.log_stage("promotion", promotion)
     except BaseException as err:
@@ -188,7 +198,7 @@ def _retain(config: PipelineConfig, run_dir: Path, tracker: Tracker, run_logger)
     (:mod:`flows.retention`); a failure is said, and does not fail the run that just finished."""
     from flows.retention import apply_retention
 
-    champion_of = config.registered_model if config.export and config.tracking.register else None
+    champion_of = config.registered_model if config.export.enabled and config.tracking.register else None
     try:
         done = apply_retention(run_dir, tracker.tracking_uri, tracker.run_id, config.retention.keep_runs, champion_of)
     except Exception as err:  # noqa: BLE001  (the run finished; its record stands)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from flows.retention import RetentionConfig
 from flows.tracking import TrackingConfig
 from pipelines.averaging import AveragingConfig
-from pipelines.config import ConfigError, load_config, merge
+from pipelines.config import ConfigError, SettingError, load_config, merge
 from pipelines.input_pipeline import InputConfig
 from pipelines.tasks.base import Task
 from pipelines.tokenization import TokenizerConfig
@@ -22,6 +22,41 @@ from pipelines.training import TrainConfig
 
 #: Placeholder for the MLflow run id in ``train.checkpoint_dir``.
 RUN_ID = "{run_id}"
+
+
+@dataclass
+class ExportConfig:
+    """The export stage: what the run ships, logged as its MLflow model and served by ``make serve``."""
+
+    #: Export the model and log it as an MLflow pyfunc model (``export: false`` says the same).
+    enabled: bool = True
+    #: ``savedmodel`` (TensorFlow: tokenization and beam search in one graph) or ``ctranslate2`` (the
+    #: CTranslate2 CPU engine, several times faster on CPUs; needs the ``ctranslate2`` extra). A
+    #: ``ctranslate2`` export's engine options are chosen on the validation split and the evaluation scores
+    #: its translations too: what is served is what was scored.
+    format: str = "savedmodel"
+    #: A ``ctranslate2`` export's weights: ``int8`` or ``float32``.
+    quantization: str = "int8"
+
+    def __post_init__(self) -> None:
+        from keras_transformer.decoding.ctranslate2_export import QUANTIZATIONS
+        from keras_transformer.decoding.export import EXPORT_FORMATS
+
+        if self.format not in EXPORT_FORMATS:
+            raise SettingError(self, "format", f"use one of {', '.join(EXPORT_FORMATS)}")
+        if self.quantization not in QUANTIZATIONS:
+            raise SettingError(self, "quantization", f"use one of {', '.join(QUANTIZATIONS)}")
+        if self.format == "ctranslate2":
+            try:
+                import ctranslate2  # noqa: F401
+            except ImportError as err:
+                raise SettingError(self, "format", "needs the ctranslate2 package: "
+                                   "pip install 'keras-transformer[ctranslate2]'") from err
+
+    @property
+    def engine(self) -> bool:
+        """Whether the export runs on another engine than the evaluated model's (scored again)."""
+        return self.enabled and self.format != "savedmodel"
 
 
 @dataclass
@@ -55,8 +90,8 @@ class PipelineConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     #: Which earlier runs keep their checkpoints and models (:mod:`flows.retention`).
     retention: RetentionConfig = field(default_factory=RetentionConfig)
-    #: Export the model as a SavedModel and log it as an MLflow pyfunc model.
-    export: bool = True
+    #: The export stage (:class:`ExportConfig`; ``true``/``false``: a SavedModel or none).
+    export: ExportConfig | bool = field(default_factory=ExportConfig)
     #: ``auto`` continues this run_dir's unfinished MLflow run if it trained with the same settings; ``never`` always
     #: starts a new one (:mod:`flows.run_state`).
     resume: str = "auto"
@@ -65,6 +100,8 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         run = Path(self.run_dir)
+        if isinstance(self.export, bool):
+            self.export = ExportConfig(enabled=self.export)
         if self.data is None:
             self.data = self.task.data_config()
         if self.evaluation is None:
@@ -125,7 +162,8 @@ class PipelineConfig:
         """The directories MLflow run ``run_id`` writes to."""
         work = Path(self.run_dir) / "runs" / run_id
         train = Path(self.train.checkpoint_dir.replace(RUN_ID, run_id))
-        return RunPaths(work, train, work / "averaged", work / "evaluation", work / "export")
+        return RunPaths(work, train, work / "averaged", work / "evaluation", work / "export",
+                        work / "export-evaluation")
 
 
 @dataclass(frozen=True)
@@ -137,6 +175,8 @@ class RunPaths:
     averaged: Path
     evaluation: Path
     export: Path
+    #: The evaluation of an export that runs on another engine (``export.format``).
+    export_evaluation: Path
 
     @property
     def calibrated(self) -> Path:

@@ -66,7 +66,16 @@ class Section:
 
 
 def _is_config(kind: Any) -> bool:
+    from pipelines.config import dataclass_of
+
+    kind = dataclass_of(kind)  # a section a scalar may stand for (`export: false`)
     return isinstance(kind, type) and dataclasses.is_dataclass(kind)
+
+
+def _config_of(kind: Any) -> type:
+    from pipelines.config import dataclass_of
+
+    return dataclass_of(kind)
 
 
 def _hints(config: type) -> dict[str, Any]:
@@ -102,7 +111,7 @@ def _nested(path: str, config: type, variant: str = "") -> Iterator[Section]:
     nested = [f.name for f in _fields(config) if _is_config(hints.get(f.name))]
     yield Section(path, config, variant, subsections=tuple(nested))
     for name in nested:
-        yield from _nested(f"{path}.{name}", hints[name], variant)
+        yield from _nested(f"{path}.{name}", _config_of(hints[name]), variant)
 
 
 def sections() -> list[Section]:
@@ -121,7 +130,7 @@ def sections() -> list[Section]:
             for task, (data, evaluation) in tasks.items():
                 result.extend(_nested(name, data if name == "data" else evaluation, f"{task} task"))
         elif _is_config(hints.get(name)):
-            for section in _nested(name, hints[name]):
+            for section in _nested(name, _config_of(hints[name])):
                 result.append(section)
                 if section.config is TokenizerConfig:
                     result.append(_tokenizer_target())

@@ -201,11 +201,12 @@ def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabul
     return result
 
 
-@task(name="export", retries=1, timeout_seconds=HOUR, **RETRY)
+@task(name="export", retries=1, timeout_seconds=2 * HOUR, **RETRY)
 def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], preset: str,
-                eval_config: Any, output_dir: str) -> Export:
-    """A SavedModel decoding raw strings as the evaluation did: the preset's decoding with the
-    evaluation config's overrides, and the task's decoding constraint."""
+                eval_config: Any, export_config: Any, corpus: PreparedCorpus, output_dir: str) -> Export:
+    """The model decoding raw strings as the evaluation did (the preset's decoding with the evaluation
+    config's overrides, and the task's decoding constraint), in ``export_config.format``: a SavedModel, or
+    a CTranslate2 directory whose engine options are then chosen on the validation split."""
     import keras
 
     import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
@@ -218,10 +219,30 @@ def export_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabular
     decoding = _decoding(preset).merged(eval_config.decoding.to_dict())
     constraint = pipeline_task.decoding_constraint(tokenizers.target, keras_model.config.eos_id, eval_config)
     path = keras_model.export_decoder(output_dir, tokenizers.source, None if tokenizers.shared else tokenizers.target,
-                                      decoding, constraint)
+                                      decoding, constraint, format=export_config.format,
+                                      quantization=export_config.quantization)
+    if export_config.engine:
+        from pipelines.engine_choice import choose_engine_options, validation_config
+
+        settings = validation_config(eval_config)
+        choose_engine_options(path, lambda translator, out: pipeline_task.evaluate(
+            translator, Path(corpus.directory), settings, out), Path(output_dir).with_name("engine-choice"))
     settings = export_record(path)  # what the export decodes with, read back
     get_run_logger().info("exported to %s: %s", path, _figures(settings))
     return Export(str(path), settings)
+
+
+@task(name="evaluate-export", retries=1, timeout_seconds=6 * HOUR, **RETRY)
+def evaluate_export_task(pipeline_task: Task, export: Export, corpus: PreparedCorpus, config: Any,
+                         output_dir: str) -> TaskEvaluation:
+    """The export's own translations scored as the evaluation stage scores the model's: for an export
+    on another engine (``export.format``), what is served is what this scored."""
+    from keras_transformer.decoding.export import load_exported
+
+    result = pipeline_task.evaluate(load_exported(export.directory), Path(corpus.directory), config,
+                                    Path(output_dir))
+    get_run_logger().info("export evaluation: %s", _figures(result.metrics))
+    return result
 
 
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)

@@ -59,6 +59,15 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
+def dataclass_of(tp: Any) -> Any:
+    """The one dataclass type of a union (``ExportConfig | bool``), which a mapping builds; else ``tp``."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        classes = [arg for arg in typing.get_args(tp) if _is_dataclass_type(arg)]
+        if len(classes) == 1:
+            return classes[0]
+    return tp
+
+
 def _matches(value: Any, hint: Any) -> bool:
     """Whether a YAML value fits a dataclass field's annotation (ints are floats, bools are not ints)."""
     if hint is Any or isinstance(hint, TypeVar):
@@ -157,6 +166,8 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, source: str | Origin
     kwargs = {}
     for name, value in data.items():
         tp = _unwrap_optional(hints.get(name, Any))
+        if isinstance(value, dict):
+            tp = dataclass_of(tp)
         if _is_dataclass_type(tp) and isinstance(value, dict):
             value = from_dict(tp, value, source=origin, _path=(*_path, name))
         elif not _matches(value, hints.get(name, Any)):

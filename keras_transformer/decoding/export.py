@@ -33,6 +33,9 @@ from keras_transformer.tokenizer import source_batch
 
 logger = logging.getLogger(__name__)
 
+#: What a model exports as: the SavedModel (TensorFlow) or a CTranslate2 directory (the CPU engine).
+EXPORT_FORMATS = ("savedmodel", "ctranslate2")
+
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "sentences"
 OUTPUT_NAME = "translations"
@@ -125,6 +128,18 @@ def export_translator(model, tokenizer, path, decoding: DecodingSettings | None 
     return path
 
 
+def check_format(export_format: str, constraint=None) -> str:
+    """``export_format`` if it is one of :data:`EXPORT_FORMATS` and can hold ``constraint``, else a ``ValueError``."""
+    if export_format not in EXPORT_FORMATS:
+        raise ValueError(f"export format {export_format!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    if export_format == "ctranslate2" and constraint is not None:
+        from keras_transformer.decoding.ctranslate2_export import UnsupportedModelError
+
+        raise UnsupportedModelError(f"a decoding constraint ({type(constraint).__name__}) cannot be exported to "
+                                    "CTranslate2: the engine's beam search takes no constraint; export a SavedModel")
+    return export_format
+
+
 def export_record(path) -> dict:
     """How the export at ``path`` decodes, read from its metadata alone (no graph loaded): its
     ``DecodingSettings``, or a chart parser's search and bias."""
@@ -133,6 +148,11 @@ def export_record(path) -> dict:
         from keras_transformer.models.span_parser.chart_parser import chart_record
 
         return chart_record(metadata["bias"], {})
+    if metadata.get("kind") == "ctranslate2":
+        # The settings it was converted for and what the engine runs in their place.
+        engine = {**metadata["engine"], "quantization": metadata["quantization"]}
+        return {**exported_decoding(metadata).to_dict(), "engine": "ctranslate2",
+                **{f"engine.{name}": value for name, value in engine.items()}}
     return exported_decoding(metadata).to_dict()
 
 
@@ -147,11 +167,13 @@ def exported_decoding(metadata: dict) -> DecodingSettings:
 
 
 def is_exported_translator(path) -> bool:
-    """Whether ``path`` is a directory written by :func:`export_translator` or
-    :func:`~keras_transformer.models.span_parser.chart_export.export_chart_parser` (both load with
+    """Whether ``path`` is a directory written by :func:`export_translator`,
+    :func:`~keras_transformer.models.span_parser.chart_export.export_chart_parser` or
+    :func:`~keras_transformer.decoding.ctranslate2_export.convert_to_ctranslate2` (all load with
     :func:`load_exported`)."""
     path = Path(path)
-    return (path / "saved_model.pb").is_file() and (path / METADATA_FILE).is_file()
+    model_file = (path / "saved_model.pb").is_file() or (path / "model.bin").is_file()
+    return model_file and (path / METADATA_FILE).is_file()
 
 
 class ExportedTranslator:
@@ -202,12 +224,19 @@ class ExportedTranslator:
         return self.translate(sentences, **kwargs)
 
 
-def load_exported(path):
+def load_exported(path, threads: int = 0):
     """Loads an export (TensorFlow + tensorflow_text): an :class:`ExportedTranslator` for
     :func:`export_translator`'s, an :class:`~keras_transformer.models.span_parser.chart_export.ExportedChartParser`
-    for a span parser's (metadata ``"kind": "chart_parser"``). Both translate lists of sentences."""
+    for a span parser's (metadata ``"kind": "chart_parser"``), a
+    :class:`~keras_transformer.decoding.ctranslate2_translator.CTranslate2Translator` for a CTranslate2
+    directory (``"kind": "ctranslate2"``, run on ``threads`` threads, 0: one per core). All translate lists
+    of sentences."""
     metadata_path = Path(path) / METADATA_FILE
     metadata = json.loads(metadata_path.read_text("utf-8")) if metadata_path.is_file() else {}
+    if metadata.get("kind") == "ctranslate2":
+        from keras_transformer.decoding.ctranslate2_translator import CTranslate2Translator
+
+        return CTranslate2Translator(path, threads=threads)
     if metadata.get("kind") == "chart_parser":
         from keras_transformer.models.span_parser.chart_export import ExportedChartParser  # imports this module
 

@@ -407,10 +407,17 @@ class Transformer(keras.Model):
 
         return Translator(self, tokenizer, target_tokenizer, decoding)
 
-    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None):
-        """The decoder as one SavedModel (:func:`~keras_transformer.decoding.export.export_translator`)."""
-        from keras_transformer.decoding.export import export_translator
+    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None,
+                       format="savedmodel", quantization="int8"):
+        """The decoder as one SavedModel (:func:`~keras_transformer.decoding.export.export_translator`), or
+        with ``format="ctranslate2"`` as a CTranslate2 directory in ``quantization``'s precision
+        (:func:`~keras_transformer.decoding.ctranslate2_export.convert_to_ctranslate2`)."""
+        from keras_transformer.decoding.export import check_format, export_translator
 
+        if check_format(format, constraint) == "ctranslate2":
+            from keras_transformer.decoding.ctranslate2_export import convert_to_ctranslate2
+
+            return convert_to_ctranslate2(self, tokenizer, path, quantization, decoding, target_tokenizer)
         return export_translator(self, tokenizer, path, decoding, target_tokenizer, constraint)
 
     def get_config(self):

@@ -293,9 +293,17 @@ class SpanParser(keras.Model):
 
         return ChartParser(self, tokenizer)
 
-    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None):
-        """The span scores as one SavedModel (:func:`~.chart_export.export_chart_parser`), read by CKY."""
+    def export_decoder(self, path, tokenizer, target_tokenizer=None, decoding=None, constraint=None,
+                       format="savedmodel", quantization="int8"):
+        """The span scores as one SavedModel (:func:`~.chart_export.export_chart_parser`), read by CKY; no
+        other ``format`` holds a chart search."""
+        from keras_transformer.decoding.export import check_format
         from keras_transformer.models.span_parser.chart_export import export_chart_parser
+
+        if check_format(format) != "savedmodel":
+            from keras_transformer.decoding.ctranslate2_export import check_convertible
+
+            check_convertible(self)
 
         return export_chart_parser(self, tokenizer, path)
 

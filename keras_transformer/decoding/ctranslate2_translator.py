@@ -1,0 +1,192 @@
+"""Translate with a CTranslate2 directory, reading and writing text exactly as the SavedModel does.
+
+The engine decodes piece strings; everything around it is the project's own TensorFlow text ops, the
+ones the :class:`~keras_transformer.decoding.translator.Translator` and the SavedModel export run:
+normalisation, verbatim spans (URLs, e-mail addresses and paths held aside as one placeholder piece and
+put back from the source), the source EOS and the cut at the longest source, sentence and list-item
+splitting with the bullets put back (:mod:`keras_transformer.decoding.sentences`), detokenisation.
+
+The engine's search is not ours, so the decoding settings (section 6.1's beam search, and the options
+of :class:`~keras_transformer.decoding.settings.DecodingSettings`) are mapped as closely as it allows
+(:func:`engine_options`), and where they differ the export records engine options chosen on a
+validation split instead:
+
+- ``length_penalty``: ours is GNMT's ``((5 + |Y|) / 6) ** alpha``; the engine divides by ``|Y| ** p``.
+  Both grow as ``|Y| ** (0.8 alpha)`` near 20 pieces, so ``p = 0.8 alpha`` is the starting point.
+- ``max_length_offset`` and ``min_length_ratio`` are per sentence here and per batch in the engine:
+  batches hold sentences of similar length (sorted), the engine gets the batch's longest limit and
+  shortest floor, and each output is cut at its own sentence's limit (which makes greedy decoding
+  exactly ours: a greedy output's prefix does not depend on the limit).
+- ``repetition_guard`` (no third copy in a row of an n-gram) has no equal; the engine's
+  ``no_repeat_ngram_size`` (no n-gram twice anywhere) is the nearest rule.
+- ``coverage_penalty`` maps to the engine's, GNMT's too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.decoding.ctranslate2_export import (
+    METADATA_FILE,
+    SOURCE_TOKENIZER,
+    TARGET_TOKENIZER,
+)
+from keras_transformer.decoding.sentences import translate_by_sentence
+from keras_transformer.decoding.settings import DecodingSettings
+
+logger = logging.getLogger(__name__)
+
+#: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments).
+ENGINE_OPTIONS = ("beam_size", "length_penalty", "coverage_penalty", "no_repeat_ngram_size")
+
+
+def engine_options(decoding: DecodingSettings) -> dict:
+    """The engine options nearest to ``decoding`` (see the module's docstring for each)."""
+    return {
+        "beam_size": decoding.beam_size,
+        "length_penalty": round(0.8 * decoding.length_penalty, 3),
+        "coverage_penalty": decoding.coverage_penalty,
+        "no_repeat_ngram_size": 0,
+    }
+
+
+def check_engine_options(options: dict) -> dict:
+    """``options`` if every name is an engine option with a valid value; a ``ValueError`` naming it otherwise."""
+    for name, value in options.items():
+        if name not in ENGINE_OPTIONS:
+            raise ValueError(f"engine.{name}: not a CTranslate2 option this export sets; known: "
+                             f"{', '.join(ENGINE_OPTIONS)}")
+        integer = name in ("beam_size", "no_repeat_ngram_size")
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < (
+                1 if name == "beam_size" else 0):
+            raise ValueError(f"engine.{name}={value!r}: must be {'an integer' if integer else 'a number'} "
+                             f">= {1 if name == 'beam_size' else 0}")
+    return options
+
+
+class CTranslate2Translator:
+    """A CTranslate2 directory (:func:`~keras_transformer.decoding.ctranslate2_export.convert_to_ctranslate2`)
+    with the call style of :class:`~keras_transformer.decoding.export.ExportedTranslator`.
+
+    Args:
+        path: the directory.
+        threads: the engine's threads (``intra_threads``); 0: one per core.
+        engine: engine options replacing the recorded ones (a search over them on validation).
+    """
+
+    def __init__(self, path, threads: int = 0, engine: dict | None = None):
+        import ctranslate2
+
+        from keras_transformer.tokenizer import SubwordTokenizer
+
+        self.path = Path(path)
+        self.settings = json.loads((self.path / METADATA_FILE).read_text("utf-8"))
+        self.decoding = DecodingSettings.from_dict(self.settings["decoding"])
+        self.engine = check_engine_options({**self.settings["engine"], **(engine or {})})
+        self.tokenizer = SubwordTokenizer(self.path / SOURCE_TOKENIZER)
+        self.target_tokenizer = SubwordTokenizer(self.path / TARGET_TOKENIZER)
+        config = self.settings["model_config"]
+        self._eos_piece = self.tokenizer.pieces()[config["eos_id"]]
+        self._source_pieces = np.asarray(self.tokenizer.pieces(), dtype=object)
+        self._target_ids = {piece: i for i, piece in enumerate(self.target_tokenizer.pieces())}
+        positions = int(self.settings["max_positions"])
+        # A source fits the position table, and so does its longest output (input + offset).
+        self._source_limit = positions - self.decoding.max_length_offset - 1
+        self._output_limit = positions - 1
+        self.threads = int(threads) or os.cpu_count() or 1
+        self.engine_translator = ctranslate2.Translator(str(self.path), device="cpu", inter_threads=1,
+                                                        intra_threads=self.threads)
+
+    def decoding_record(self, **decoding) -> dict:
+        """The export's decoding settings; asking for others is an error, as with the SavedModel (the
+        engine options were chosen for these)."""
+        asked = self.decoding.merged(decoding)
+        if asked != self.decoding:
+            differ = {k: v for k, v in asked.to_dict().items() if getattr(self.decoding, k) != v}
+            raise ValueError(f"{self.path} was exported with decoding {self.decoding.describe()}; "
+                             f"it cannot decode with {differ}")
+        return self.decoding.to_dict()
+
+    def engine_record(self) -> dict:
+        """What the engine decodes with: its options and the precision of its weights."""
+        return {**self.engine, "quantization": self.settings["quantization"], "threads": self.threads}
+
+    # ------------------------------------------------------------------ translation
+
+    def translate(self, sentences: Sequence[str], batch_size: int = 32, n_best: bool = False, greedy: bool = False,
+                  **decoding) -> list[str] | list[list[str]]:
+        """Translations of a list of strings, in order, ``batch_size`` sentences to an engine call.
+
+        ``n_best=True``: per input, every finished hypothesis, best first (per input, never split into
+        sentences). ``greedy=True``: greedy decoding (beam 1, no penalty, floor or guard), as
+        ``Translator.translate(greedy=True)``; a faithful conversion gives the same pieces.
+        """
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError("translate() takes a list of sentences, not a single string")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.decoding_record(**decoding)
+        sentences = list(sentences)
+        if not sentences:
+            return []
+        if self.decoding.split_sentences and not n_best:
+            def translate_parts(parts):
+                flat = [part.decode("utf-8") for part in parts.numpy()]
+                return tf.constant(self._translate(flat, batch_size, False, greedy), tf.string)
+
+            return [t.decode("utf-8") for t in translate_by_sentence(sentences, translate_parts).numpy()]
+        return self._translate(sentences, batch_size, n_best, greedy)
+
+    def __call__(self, sentences, **kwargs):
+        return self.translate(sentences, **kwargs)
+
+    def _encode(self, sentences: list[str]) -> list[list[int]]:
+        ids = self.tokenizer.tokenize(tf.constant(sentences, tf.string)).to_list()
+        for i, row in enumerate(ids):
+            if len(row) + 1 > self._source_limit:
+                logger.warning("source sentence %d has %d tokens; truncated to %d", i, len(row) + 1,
+                               self._source_limit)
+                ids[i] = row[: self._source_limit - 1]
+        return ids
+
+    def _options(self, lengths: list[int], n_best: bool, greedy: bool) -> dict:
+        # Per sentence in our search; per batch in the engine's (lengths: source pieces, EOS included).
+        longest = min(max(lengths) + self.decoding.max_length_offset, self._output_limit)
+        if greedy:
+            return {"beam_size": 1, "max_decoding_length": longest, "min_decoding_length": 0}
+        floor = int(np.floor(self.decoding.min_length_ratio * max(min(lengths) - 1, 0)))
+        options = dict(self.engine, max_decoding_length=longest, min_decoding_length=floor)
+        if n_best:
+            options.update(num_hypotheses=options["beam_size"], return_scores=True)
+        return options
+
+    def _translate(self, sentences: list[str], batch_size: int, n_best: bool, greedy: bool) -> list:
+        encoded = self._encode(sentences)
+        # Longest first, as the Translator batches (ties in input order).
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+        outputs: list = [None] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            tokens = [list(self._source_pieces[encoded[i]]) + [self._eos_piece] for i in batch]
+            lengths = [len(t) for t in tokens]
+            results = self.engine_translator.translate_batch(tokens, max_input_length=0,
+                                                             **self._options(lengths, n_best, greedy))
+            for i, length, result in zip(batch, lengths, results):
+                limit = min(length + self.decoding.max_length_offset, self._output_limit)
+                outputs[i] = [[self._target_ids[t] for t in hypothesis[:limit]] for hypothesis in result.hypotheses]
+        counts = [len(hypotheses) for hypotheses in outputs]
+        flat = [ids for hypotheses in outputs for ids in hypotheses]
+        texts = self.target_tokenizer.detokenize(tf.ragged.constant(flat, dtype=tf.int32, ragged_rank=1)
+                                                 if flat else tf.zeros([0, 0], tf.int32))
+        texts = self.target_tokenizer.restore(texts, np.repeat(sentences, counts)).numpy()
+        texts = [t.decode("utf-8") for t in texts]
+        split = np.cumsum([0, *counts])
+        per_input = [texts[split[k] : split[k + 1]] for k in range(len(sentences))]
+        return per_input if n_best else [hypotheses[0] if hypotheses else "" for hypotheses in per_input]
