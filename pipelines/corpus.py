@@ -27,10 +27,12 @@ import hashlib
 import json
 import logging
 import lzma
+import os
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,23 +85,94 @@ def compress_xz(data: bytes) -> bytes:
     return lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=XZ_PRESET)
 
 
+class _FileWriter:
+    """One file of a corpus being written: streamed to a temporary beside it, checksummed as it
+    goes (text and, with ``compress``, the xz bytes), renamed into place by :meth:`finish` only.
+
+    Its bytes are :func:`lines_to_bytes` of the lines (:func:`compress_xz` of them with
+    ``compress``: liblzma's output does not depend on how its input is fed), without the corpus
+    ever being in memory.
+    """
+
+    BUFFER_LINES = 8192
+
+    def __init__(self, directory: Path, name: str, compress: bool):
+        self.path = directory / (f"{name}.xz" if compress else name)
+        fd, self.tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+        self.file = os.fdopen(fd, "wb")
+        self.compressor = (lzma.LZMACompressor(format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=XZ_PRESET)
+                           if compress else None)
+        self.text_digest, self.digest = hashlib.sha256(), hashlib.sha256()
+        self.lines, self.bytes = 0, 0
+        self.buffer: list[str] = []
+
+    def write(self, line: str) -> None:
+        if "\n" in line or "\r" in line:
+            raise DataError(f"{self.path.name}: line {self.lines + len(self.buffer) + 1} contains a line break "
+                            "and would break the alignment")
+        self.buffer.append(line)
+        if len(self.buffer) >= self.BUFFER_LINES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        text = ("\n".join(self.buffer) + "\n").encode("utf-8")
+        self.lines += len(self.buffer)
+        self.buffer = []
+        self.text_digest.update(text)
+        self._emit(self.compressor.compress(text) if self.compressor else text)
+
+    def _emit(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+        self.file.write(data)
+
+    def finish(self) -> dict[str, Any]:
+        """Flushes, fsyncs and renames the file into place; returns its manifest entry."""
+        self._flush()
+        if self.compressor:
+            self._emit(self.compressor.flush())
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp's 0600, made what a plain open() gives
+        os.replace(self.tmp, self.path)
+        return {"lines": self.lines, "text_sha256": self.text_digest.hexdigest(),
+                "sha256": self.digest.hexdigest(), "bytes": self.bytes}
+
+    def abort(self) -> None:
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_corpus(
     directory: str | Path,
     source_lang: str,
     target_lang: str,
-    splits: dict[str, list[tuple[str, str]]],
+    splits: Mapping[str, Iterable[tuple[str, str]]],
     *,
     source: str,
     cleaning: dict[str, Any] | None = None,
     provenance: dict[str, Any] | None = None,
     compress: bool = False,
-    side_files: dict[str, list[str]] | None = None,
+    side_files: Mapping[str, Iterable[str]] | None = None,
 ) -> Corpus:
     """Writes a corpus in the layout above (atomically, manifest last) and returns it loaded.
 
-    ``splits`` maps each of :data:`SPLITS` (and optionally of :data:`EXTRA_SPLITS`) to its list of
-    ``(source, target)`` pairs. ``side_files`` maps further file names (``train.packages``) to their
-    lines; they are written and checksummed the same way.
+    ``splits`` maps each of :data:`SPLITS` (and optionally of :data:`EXTRA_SPLITS`) to its
+    ``(source, target)`` pairs, any iterable: each split is read once, in that order, and streamed
+    to its two files, so memory does not grow with the corpus. An iterable that raises leaves the
+    directory without a manifest (the files of the split being written are removed). ``cleaning``
+    is read when the manifest is written, after the last split. ``side_files`` maps further file
+    names (``train.packages``) to their lines; they are written and checksummed the same way.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -117,32 +190,35 @@ def write_corpus(
         (directory / MANIFEST).unlink()
     remove_stale_temporaries(directory)
     files: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
 
-    def write(name: str, lines: list[str]) -> None:
-        text = lines_to_bytes(lines)
-        entry: dict[str, Any] = {"lines": len(lines), "text_sha256": sha256_bytes(text)}
-        if compress:
-            data = compress_xz(text)
-            name += ".xz"
-        else:
-            data = text
-        entry["sha256"] = sha256_bytes(data)
-        entry["bytes"] = len(data)
-        atomic_write_bytes(directory / name, data)
-        files[name] = entry
+    def write(file_names: list[str], rows: Iterable[tuple[str, ...]]) -> int:
+        writers = [_FileWriter(directory, name, compress) for name in file_names]
+        try:
+            n = 0
+            for row in rows:
+                for writer, line in zip(writers, row, strict=True):
+                    writer.write(line)
+                n += 1
+            for name, writer in zip(file_names, writers):
+                files[writer.path.name] = writer.finish()
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        return n
 
     for split in names:
-        for lang, side in ((source_lang, 0), (target_lang, 1)):
-            write(f"{split}.{lang}", [pair[side] for pair in splits[split]])
+        counts[split] = write([f"{split}.{source_lang}", f"{split}.{target_lang}"], splits[split])
     for name, lines in sorted((side_files or {}).items()):
-        write(name, lines)
+        write([name], ((line,) for line in lines))
     manifest = {
         "format_version": FORMAT_VERSION,
         "source": source,
         "language_pair": f"{source_lang}-{target_lang}",
         "source_lang": source_lang,
         "target_lang": target_lang,
-        "counts": {split: len(splits[split]) for split in names},
+        "counts": counts,
         "files": files,
         "cleaning": cleaning or {},
         "provenance": provenance or {},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,23 +71,33 @@ def _files(config: SourceConfig) -> dict[str, tuple[Path, Path]]:
     return find_folder_files(config.folder, config.source_lang, config.target_lang, config.folder_name)
 
 
+class HeldOutSplit:
+    """The pairs of one split carved out of a folder's train files by a hash of the source
+    sentence (:func:`~pipelines.tasks.translation.ddtp.split_of`, as for DDTP, so that no source
+    sentence is in two splits): the files are read again each time it is iterated, so no split is
+    held in memory."""
+
+    def __init__(self, paths: tuple[Path, Path], split: str, missing: list[str], fraction: float):
+        self.paths, self.split, self.missing, self.fraction = paths, split, missing, fraction
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for pair in read_parallel(*self.paths):
+            split = split_of(pair[0], self.fraction, self.fraction)
+            if (split if split in self.missing else "train") == self.split:
+                yield pair
+
+
 def raw_splits(config: SourceConfig, workdir: Path) -> RawSplits:
     files = _files(config)
     where = {split: f"{src} / {tgt}" for split, (src, tgt) in files.items()}
     pairs: dict[str, Iterable] = {split: read_parallel(*paths) for split, paths in files.items()}
     missing = [split for split in SPLITS if split not in files]
     if missing:
-        # Held-out splits taken from train by a hash of the source sentence, as for DDTP, so
-        # that no source sentence is in two splits.
         logger.warning("%s: no %s split; taking %.0f%% of train for each, by source hash",
                        config.folder, " or ".join(missing), 100 * config.holdout_fraction)
-        assigned: dict[str, list] = {split: [] for split in SPLITS}
-        for pair in pairs["train"]:
-            split = split_of(pair[0], config.holdout_fraction, config.holdout_fraction)
-            assigned[split if split in missing else "train"].append(pair)
-        pairs["train"] = assigned["train"]
+        for split in ("train", *missing):
+            pairs[split] = HeldOutSplit(files["train"], split, missing, config.holdout_fraction)
         for split in missing:
-            pairs[split] = assigned[split]
             where[split] = f"{where['train']} (held out by source hash)"
     return RawSplits(pairs, where, {"origin": f"folder {Path(config.folder).resolve()}"})
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import tempfile
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from pipelines.config import ConfigError, load_config
-from pipelines.corpus import EXTRA_SPLITS, SPLITS, prepared_provenance, write_corpus
-from pipelines.tasks.translation.cleaning import clean_pairs, log_counts, require_nonempty
+from pipelines.corpus import EXTRA_SPLITS, MANIFEST, SPLITS, prepared_provenance, write_corpus
+from pipelines.progress import counted
+from pipelines.tasks.translation.cleaning import clean_stream, log_counts, require_nonempty
 from pipelines.tasks.translation.sources import ddtp, folder, wmt14
 from pipelines.tasks.translation.sources.config import SourceConfig
 from pipelines.textfiles import DataError
@@ -33,6 +34,57 @@ def _request(config: SourceConfig) -> dict[str, Any]:
     return request
 
 
+def setting_differences(recorded: dict[str, Any], wanted: dict[str, Any], prefix: str = "data.") -> list[str]:
+    """Each setting that tells two requests apart, by its full name: ``data.cleaning.max_words 200, not 100``."""
+    differences = []
+    for key in sorted(set(recorded) | set(wanted), key=str):
+        old, new = recorded.get(key), wanted.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            differences += setting_differences(old, new, f"{prefix}{key}.")
+        elif old != new:
+            differences.append(f"{prefix}{key} {old!r}, not {new!r}")
+    return differences
+
+
+def refuse_other_settings(output_dir: Path, stage: str, request: dict[str, Any],
+                          ignore: tuple[str, ...] = ()) -> None:
+    """Raises :class:`ConfigError` if ``output_dir`` holds a prepared corpus whose manifest says
+    ``stage`` made it with other settings than ``request`` (keys in ``ignore`` aside).
+
+    A run's tokenizer, caches and models are only good with the corpus they were made from, so a
+    prepared corpus is never rewritten for other settings: the run takes another directory. The
+    manifest alone is read (no checksum), so that the check costs nothing before a run starts;
+    a directory without a manifest was never completely prepared, and is prepared as before.
+    """
+    manifest_path = Path(output_dir) / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        recorded = manifest["provenance"][stage]["request"]
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        return
+    recorded = {k: v for k, v in recorded.items() if k not in ignore}
+    wanted = {k: v for k, v in request.items() if k not in ignore}
+    differences = setting_differences(recorded, wanted)
+    if differences:
+        raise ConfigError(f"{manifest_path}: the corpus was prepared with other settings ({'; '.join(differences)}), "
+                          "and the earlier runs of this directory depend on it: give this run another run_dir "
+                          "(or data.output_dir), or the data settings it was prepared with")
+
+
+def check_prepared(config: SourceConfig) -> None:
+    """:func:`refuse_other_settings` for ``config``'s output directory: what the stage refuses,
+    said before any work (``flows.preflight``)."""
+    refuse_other_settings(config.resolved_output_dir(), "download", _request(config))
+
+
+def up_to_date(config: SourceConfig) -> bool:
+    """Whether ``config``'s output directory holds a corpus that verifies against its manifest and
+    was made with these settings (and, for ``ddtp``/``folder``, these input files): the stage
+    then does no work."""
+    return _up_to_date(config.resolved_output_dir(), _request(config),
+                       SOURCE_MODULES[config.source].input_fingerprint(config))
+
+
 def _up_to_date(output_dir: Path, request: dict[str, Any], fingerprint: dict | None) -> bool:
     stage = prepared_provenance(output_dir, "download")
     if stage is None:
@@ -46,39 +98,47 @@ def _up_to_date(output_dir: Path, request: dict[str, Any], fingerprint: dict | N
     return True
 
 
+def cleaned(pairs: Iterable[tuple[str, str]], config: SourceConfig, split: str, where: str,
+            counts: dict[str, int]) -> Iterator[tuple[str, str]]:
+    """One split's pairs as the stage writes them: at most ``max_examples``, cleaned (counts in
+    ``counts``), its progress shown; an empty split raises :class:`DataError` once it is read."""
+    if config.max_examples is not None:
+        pairs = islice(pairs, config.max_examples)
+    pairs = counted(pairs, f"{config.source} {config.language_pair} {split}")
+    yield from clean_stream(pairs, config.cleaning, counts, apply_filters=split in config.cleaning.filter_splits)
+    log_counts(f"{config.source} {config.language_pair} {split}", counts)
+    require_nonempty(split, counts["kept"], where)
+
+
 def prepare_corpus(config: SourceConfig) -> Path:
     """Runs the data stage; returns the directory of the prepared corpus.
 
     Work is skipped when ``output_dir`` already holds a corpus that verifies against its
     manifest and was made with the same settings (and, for ``ddtp``/``folder``, the same input
-    files). Raises :class:`DataError` for malformed input and ``ConnectionError`` when a
-    network source is unreachable.
+    files); one made with other settings is refused (:func:`check_prepared`). Each split streams
+    from the source through the cleaning into its files (:func:`~pipelines.corpus.write_corpus`),
+    so memory does not grow with the corpus. Raises :class:`DataError` for malformed input,
+    :class:`ConfigError` for a corpus of other settings and ``ConnectionError`` when a network
+    source is unreachable.
     """
     source = SOURCE_MODULES[config.source]
     output_dir = config.resolved_output_dir()
     request = _request(config)
     # Checksums of the inputs where they are cheap to get (None: the settings suffice).
+    check_prepared(config)
     fingerprint = source.input_fingerprint(config)
     if _up_to_date(output_dir, request, fingerprint):
         logger.info("%s is prepared and verified; nothing to do", output_dir)
         return output_dir
     with tempfile.TemporaryDirectory(prefix="download-") as tmp:
         raw = source.raw_splits(config, Path(tmp))
-        splits: dict[str, list[tuple[str, str]]] = {}
         counts: dict[str, dict[str, int]] = {}
         # The source's optional splits (the bundled corpora's test_unseen) come through as they are.
-        for split in (*SPLITS, *(s for s in EXTRA_SPLITS if s in raw.pairs)):
-            pairs = raw.pairs[split]
-            if config.max_examples is not None:
-                pairs = islice(pairs, config.max_examples)
-            pairs = tqdm(pairs, desc=f"{config.source} {split}", unit=" pairs", mininterval=2.0, leave=False,
-                         disable=None)
-            kept, counts[split] = clean_pairs(pairs, config.cleaning,
-                                              apply_filters=split in config.cleaning.filter_splits)
-            log_counts(f"{config.source} {config.language_pair} {split}", counts[split])
-            require_nonempty(split, kept, raw.where[split])
-            splits[split] = kept
+        names = (*SPLITS, *(s for s in EXTRA_SPLITS if s in raw.pairs))
+        splits = {split: cleaned(raw.pairs[split], config, split, raw.where[split], counts.setdefault(split, {}))
+                  for split in names}
         provenance = {**raw.provenance, "download": {"request": request, "inputs": fingerprint}}
+        # counts fills as the splits are written; write_corpus puts it in the manifest last.
         write_corpus(output_dir, config.source_lang, config.target_lang, splits,
                      source=config.source, cleaning=counts, provenance=provenance)
     return output_dir

@@ -1,4 +1,4 @@
-"""The data stage: reruns that do no work, repairs, atomic writes, settings from YAML."""
+"""The data stage: reruns that do no work, repairs, refusals, atomic writes, settings from YAML."""
 
 import os
 
@@ -28,11 +28,15 @@ def test_rerun_skips_verified_and_redoes_corrupted(tmp_path, monkeypatch):
     prepare_corpus(config)
     assert writes == [1]
     Corpus.load(out)
-    # Other settings: redone as well.
+    # Other settings: refused, the corpus earlier runs depend on left as it was (issue 61).
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     config.cleaning.max_words = 100
-    prepare_corpus(config)
-    assert writes == [1, 1]
-    assert Corpus.load(out).manifest["cleaning"]["train"]["too_long"] > 0
+    with pytest.raises(ConfigError, match=r"manifest.json: the corpus was prepared with other settings "
+                                          r"\(data.cleaning.max_words 200, not 100\).*another run_dir"):
+        prepare_corpus(config)
+    assert writes == [1] and {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert stage_module.up_to_date(SourceConfig(language_pair="en-fr", output_dir=str(out)))
+    assert not stage_module.up_to_date(config)
 
 
 def test_killed_write_leaves_nothing_trusted(tmp_path, monkeypatch):
