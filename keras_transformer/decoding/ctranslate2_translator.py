@@ -13,10 +13,10 @@ validation split instead:
 
 - ``length_penalty``: ours is GNMT's ``((5 + |Y|) / 6) ** alpha``; the engine divides by ``|Y| ** p``.
   Both grow as ``|Y| ** (0.8 alpha)`` near 20 pieces, so ``p = 0.8 alpha`` is the starting point.
-- ``max_length_offset`` and ``min_length_ratio`` are per sentence here and per batch in the engine:
-  batches hold sentences of similar length (sorted), the engine gets the batch's longest limit and
-  shortest floor, and each output is cut at its own sentence's limit (which makes greedy decoding
-  exactly ours: a greedy output's prefix does not depend on the limit).
+- ``max_length_offset`` and ``min_length_ratio`` are per sentence here and per batch in the engine,
+  so a batch holds sentences of one length only: each gets its own limit and floor, and a sentence's
+  translation does not depend on what else was asked with it (a served request, the evaluation's
+  batches).
 - ``repetition_guard`` (no third copy in a row of an n-gram) has no equal; the engine's
   ``no_repeat_ngram_size`` (no n-gram twice anywhere) is the nearest rule.
 - ``coverage_penalty`` maps to the engine's, GNMT's too.
@@ -169,11 +169,8 @@ class CTranslate2Translator:
 
     def _translate(self, sentences: list[str], batch_size: int, n_best: bool, greedy: bool) -> list:
         encoded = self._encode(sentences)
-        # Longest first, as the Translator batches (ties in input order).
-        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
         outputs: list = [None] * len(sentences)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in _batches_of_one_length([len(ids) for ids in encoded], batch_size):
             tokens = [list(self._source_pieces[encoded[i]]) + [self._eos_piece] for i in batch]
             lengths = [len(t) for t in tokens]
             results = self.engine_translator.translate_batch(tokens, max_input_length=0,
@@ -190,3 +187,15 @@ class CTranslate2Translator:
         split = np.cumsum([0, *counts])
         per_input = [texts[split[k] : split[k + 1]] for k in range(len(sentences))]
         return per_input if n_best else [hypotheses[0] if hypotheses else "" for hypotheses in per_input]
+
+
+def _batches_of_one_length(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices of ``lengths`` in batches of at most ``batch_size`` equal lengths, longest first (ties in
+    input order): the engine's length limits are per batch, ours per sentence."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if not batches or len(batches[-1]) == batch_size or lengths[batches[-1][0]] != lengths[i]:
+            batches.append([])
+        batches[-1].append(i)
+    return batches

@@ -351,6 +351,8 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
         "corpus_fingerprint": corpus.fingerprint(split),
         "config": dataclasses.asdict(config),
         "decoding": decoding,
+        # What decoded in place of our beam search (a CTranslate2 export's engine options), if anything.
+        **({"engine": translator.engine_record()} if hasattr(translator, "engine_record") else {}),
         "files": {
             "sources": SOURCES_FILE,
             "hypotheses": HYPOTHESES_FILE,
