@@ -42,9 +42,10 @@ CHAMPION = "champion"
 REQUIREMENTS = ("tensorflow", "tensorflow-text", "keras", "mlflow", "pandas", "numpy", "cloudpickle")
 
 
-def pinned_requirements() -> list[str]:
+def pinned_requirements(engine: bool = False) -> list[str]:
+    """:data:`REQUIREMENTS` at the versions installed; with ``engine``, CTranslate2's too (its export's)."""
     pins = []
-    for name in REQUIREMENTS:
+    for name in (*REQUIREMENTS, *(("ctranslate2",) if engine else ())):
         try:
             pins.append(f"{name}=={importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -70,6 +71,7 @@ def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) ->
     from mlflow.types import ColSpec, Schema
 
     from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
+    from keras_transformer.decoding.ctranslate2_export import is_ctranslate2_export
     from keras_transformer.decoding.export import export_record
 
     signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
@@ -77,7 +79,8 @@ def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) ->
     return dict(
         python_model=str(Path(__file__).with_name("pyfunc_model.py")), model_config={"task": task},
         artifacts={"export": str(export_dir)}, signature=signature,
-        input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}), pip_requirements=pinned_requirements(),
+        input_example=pd.DataFrame({INPUT_COLUMN: examples[:2]}),
+        pip_requirements=pinned_requirements(is_ctranslate2_export(export_dir)),
         # How it decodes, where a registry's reader sees it: the export's own record.
         metadata={"decoding": export_record(export_dir)},
     )
