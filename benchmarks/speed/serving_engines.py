@@ -8,7 +8,8 @@
 Every engine decodes the same paragraphs of each test split with the model's own decoding (beam 4 and the
 preset's options; the CTranslate2 directories get engine options chosen on the validation split as the
 flow chooses them, unless ``--engine-options`` gives them), in its own process (threads are set before
-TensorFlow starts; the peak memory is the process's). Reported per engine and thread count: load
+TensorFlow starts; the peak memory is the process's); the exports text in and text out through the served
+pyfunc's ``predict`` (:mod:`flows.serving`), in requests of 64 paragraphs. Reported per engine and thread count: load
 seconds, paragraphs/s and target pieces/s per split, peak RSS, BLEU, chrF and looping translations; then
 greedy decoding of every sentence of the splits by the Keras model and CTranslate2 float32 on the same
 weights (a faithful conversion gives the same pieces), and the ratios to the SavedModel.
@@ -55,12 +56,39 @@ def _load(engine: str, paths: dict, threads: int):
     return load_exported(paths[engine], threads=threads)
 
 
+class _Served:
+    """An export as the served model runs it: the registered pyfunc's ``predict``, requests of at most 64 rows."""
+
+    def __init__(self, translator):
+        from flows.serving import ExportedModel
+
+        self.translator = translator
+        self.model = ExportedModel("translation")
+        self.model.translator = translator
+
+    def translate(self, sentences, greedy=False):
+        import pandas as pd
+
+        from flows.serving import INPUT_COLUMN, MAX_SENTENCES_PER_REQUEST
+
+        if greedy:
+            return self.translator.translate(sentences, greedy=True)
+        out = []
+        for k in range(0, len(sentences), MAX_SENTENCES_PER_REQUEST):
+            request = pd.DataFrame({INPUT_COLUMN: sentences[k : k + MAX_SENTENCES_PER_REQUEST]})
+            out.extend(self.model.predict(None, request)["translation"].tolist())
+        return out
+
+
 def worker(engine: str, threads: int, paths: dict, inputs: dict, greedy: bool) -> dict:
-    """Loads ``engine`` on ``threads`` threads and translates every split of ``inputs``; timings and outputs."""
+    """Loads ``engine`` on ``threads`` threads and translates every split of ``inputs``, an export through
+    the served pyfunc's ``predict``; timings and outputs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _set_threads(threads)
     start = time.perf_counter()
     translator = _load(engine, paths, threads)
+    if engine != "keras":
+        translator = _Served(translator)
     result = {"engine": engine, "threads": threads, "greedy": greedy, "load_seconds": time.perf_counter() - start,
               "splits": {}}
     for split, sentences in inputs.items():
