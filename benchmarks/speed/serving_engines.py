@@ -33,6 +33,14 @@ from flows.tools.report import emit
 logger = logging.getLogger("serving_engines")
 
 ENGINES = ("keras", "savedmodel", "ctranslate2-float32", "ctranslate2-int8")
+#: How CTranslate2's decoding differs from ours (keras_transformer.decoding.ctranslate2_translator).
+DIFFERENCES = {
+    "length_penalty": "ours: GNMT's ((5 + |Y|) / 6) ** alpha; the engine's: |Y| ** p, p chosen on validation",
+    "repetition_guard": "ours: no third copy in a row of an n-gram; the engine's nearest: no_repeat_ngram_size "
+                        "(no n-gram twice anywhere), chosen on validation (0: none)",
+    "max_length_offset, min_length_ratio": "the same per sentence: the engine's batches hold one source length",
+    "empty source": "ours decodes it; the engine returns an empty translation",
+}
 SPLITS = ("test", "test_unseen")
 
 
@@ -199,8 +207,13 @@ def compare(args) -> dict:
                     **{k: round(v, 2) if isinstance(v, float) else v for k, v in figures.items()}}
             rows.append(row)
             outputs[(engine, threads)] = result["splits"]
+    engines = {q: json.loads((Path(paths[f"ctranslate2-{q}"]) / "assets.extra" / "translator.json").read_text())
+               for q in ("float32", "int8")}
     report = {"benchmark": "serving_engines", "model": str(args.model), "corpus": str(args.corpus),
-              "decoding": "the model's own (its preset's), beam search", "rows": rows,
+              "decoding": "the model's own (its preset's), beam search",
+              "ctranslate2_engine_options": {q: {"engine": m["engine"], "choice": m.get("engine_choice")}
+                                             for q, m in engines.items()},
+              "what_differs": DIFFERENCES, "rows": rows,
               "ratios_to_savedmodel": _ratios(rows),
               "same_outputs_across_threads": {
                   engine: all(outputs[(engine, args.threads[0])][s]["outputs"] == outputs[(engine, t)][s]["outputs"]
