@@ -16,9 +16,9 @@ Settings that make the tokenizer exact and robust:
 * ``verbatim``: URLs, e-mail addresses and file paths are one placeholder piece on both sides
   (:mod:`keras_transformer.text`), copied from the source into the translation, not spelt out of
   subwords; the vocabulary learns from the text around them, not from their fragments;
-* a sample of at most ``input_sentence_size`` lines (:func:`sample_lines`, as ``spm_train``'s
-  option samples, but drawn before anything is read into memory): WMT14's 9M lines train in the
-  time and memory of the sample; the sample taken is logged and recorded beside the model.
+* a sample of at most ``input_sentence_size`` lines (SentencePiece's seeded reservoir sample,
+  :func:`sample_lines`): WMT14's 9M lines train in the memory of the sample; the sample is logged
+  and recorded beside the model.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import io
 import itertools
 import json
 import logging
-import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -61,8 +60,7 @@ class TokenizerConfig:
     #: The share of characters the vocabulary covers; null: 0.9995 for subword models, 1.0 for ``word`` models (a tree
     #: symbol of a rare letter, ``EX`` or ``-LRB-``, would be unknown).
     character_coverage: float | None = None
-    #: Train on at most this many lines of the train split (both sides when shared), sampled uniformly with ``seed``
-    #: when there are more; the sample is logged and kept in the model's ``.json`` record.
+    #: Train on at most this many sentences, sampled with ``seed``.
     input_sentence_size: int = 1_000_000
     #: Seed of that sample.
     seed: int = 0
@@ -224,14 +222,14 @@ def recorded_settings(config: TokenizerConfig) -> dict[str, Any]:
 
 
 def sample_lines(corpus: Corpus, langs: tuple[str, ...], size: int, seed: int) -> tuple[Iterator[str], dict[str, Any]]:
-    """The ``train`` lines of ``langs`` (one after the other) SentencePiece trains on, and how they
-    were sampled.
+    """The ``train`` lines of ``langs`` (one after the other, progress shown) that SentencePiece
+    reads, and the sample it trains on: with more than ``size`` (``input_sentence_size``) lines,
+    SentencePiece's reservoir sample of ``size`` of them, seeded by ``seed``; with fewer, all.
 
-    Up to ``size`` lines, every line in file order; beyond, ``size`` of them drawn uniformly
-    without replacement (Python's ``random.Random(seed).sample`` of the line numbers), kept in
-    file order. SentencePiece would draw its own sample (``input_sentence_size``), but only after
-    reading, and with ``verbatim`` protecting, every line: drawn here, the stage reads the files
-    once and does the rest on the sample alone, and its memory stays that of the sample.
+    The reservoir holds the sample alone, so memory is the sample's whatever the corpus; every
+    line is still read once (linear time). Drawing the sample here instead would save reading it
+    into SentencePiece, but give every existing vocabulary trained on more than ``size`` lines
+    another model.
     """
     total = sum(corpus.manifest["files"][corpus.path("train", lang).name]["lines"] for lang in langs)
 
@@ -240,22 +238,8 @@ def sample_lines(corpus: Corpus, langs: tuple[str, ...], size: int, seed: int) -
             yield from corpus.lines("train", lang)
 
     sampling = {"lines": total, "sampled": min(total, size), "seed": seed,
-                "method": "all lines" if total <= size else "uniform without replacement, file order kept"}
-    if total <= size:
-        return counted(every_line(), "vocabulary: reading", total, "lines"), sampling
-    chosen = sorted(random.Random(seed).sample(range(total), size))
-
-    def sampled() -> Iterator[str]:
-        wanted = iter(chosen)
-        next_index = next(wanted)
-        for index, line in enumerate(counted(every_line(), "vocabulary: sampling", total, "lines")):
-            if index == next_index:
-                yield line
-                next_index = next(wanted, -1)
-                if next_index < 0:
-                    return
-
-    return sampled(), sampling
+                "method": "all lines" if total <= size else "SentencePiece's reservoir sample (input_sentence_size)"}
+    return counted(every_line(), "vocabulary: reading", total, "lines"), sampling
 
 
 def _train_one(corpus: Corpus, langs: tuple[str, ...], config: TokenizerConfig, model_path: Path,
