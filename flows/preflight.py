@@ -31,8 +31,9 @@ def check_before_start(config: Any, check_data: Callable[[Any], None] | None = N
     """Every check a pipeline config allows before anything starts; raises the first error found.
 
     ``check_data(config.data)`` is the task's own (a data folder or treebank that is not there,
-    or files the data stage could not read); a tokenizer of the run_dir trained with other
-    settings is refused as the tokenizer stage would refuse it.
+    or files the data stage could not read); a prepared corpus of the run_dir made with other data
+    settings (:func:`check_prepared_data`) and a tokenizer trained with other settings are refused
+    as the data and tokenizer stages would refuse them.
     """
     from flows.run_state import STATE_FILE, exclusive, read_state
     from flows.tracking import require_server, resolve_tracking_uri
@@ -42,12 +43,27 @@ def check_before_start(config: Any, check_data: Callable[[Any], None] | None = N
     if check_data is not None:
         check_data(config.data)
     check_run_dir(run_dir)
+    check_prepared_data(config.data)
     # The tokenizer stage refuses to retrain the tokenizer earlier runs depend on; its settings say so now.
     check_existing(config.tokenizer, config.tokenizer_dir)
     read_state(run_dir / STATE_FILE)  # a damaged state file names itself
     with exclusive(run_dir):  # another flow run on this run_dir says so now, not after start-up
         pass
     require_server(resolve_tracking_uri(config.tracking, run_dir.resolve()))
+
+
+def check_prepared_data(data: Any) -> None:
+    """The data stage's refusal of a prepared corpus made with other settings (its manifest read,
+    no checksum): a run that would rewrite the corpus earlier runs of its run_dir were made from."""
+    from pipelines.tasks.parsing.data import TreebankConfig
+    from pipelines.tasks.parsing.data import check_prepared as check_treebank
+    from pipelines.tasks.translation.sources.config import SourceConfig
+    from pipelines.tasks.translation.sources.stage import check_prepared as check_corpus
+
+    if isinstance(data, SourceConfig):
+        check_corpus(data)
+    elif isinstance(data, TreebankConfig):
+        check_treebank(data)
 
 
 def existing_path(setting: str, value: str | None, hint: str = "") -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import SettingError
 from pipelines.corpus import prepared_provenance, require_network, sha256_file, write_corpus
+from pipelines.prepared import refuse_other_settings
 from pipelines.textfiles import DataError
 
 from .linearize import linearize, source
@@ -94,8 +95,35 @@ def fetch_sample(config: TreebankConfig, directory: Path) -> Path:
     return target
 
 
+def _request(config: TreebankConfig, path: Path) -> dict[str, Any]:
+    """The settings that determine the output, and the treebank's fingerprint (``inputs``)."""
+    request: dict[str, Any] = {**dataclasses.asdict(config), "path": str(path.resolve())}
+    request.pop("output_dir")
+    request["inputs"] = _input_fingerprint(path)
+    return request
+
+
+def check_prepared(config: TreebankConfig) -> None:
+    """Raises :class:`~pipelines.config.ConfigError` if ``config.output_dir`` holds a corpus prepared
+    with other settings (the treebank's own contents aside: an edited treebank is prepared again),
+    as :func:`prepare_treebank` would refuse it; cheap enough to run before any work."""
+    if not config.output_dir:
+        return
+    path = Path(config.path).expanduser() if config.path else Path(config.output_dir) / "treebank.zip"
+    if not path.exists():
+        return  # nothing the corpus could have been prepared from yet; the stage says what is missing
+    refuse_other_settings(Path(config.output_dir), "treebank", _request(config, path), ignore=("inputs",))
+
+
+def up_to_date(config: TreebankConfig) -> bool:
+    """Whether ``config.output_dir`` holds a verified corpus of these settings and this treebank."""
+    path = Path(config.path).expanduser() if config.path else Path(config.output_dir or ".") / "treebank.zip"
+    return bool(config.output_dir) and path.exists() and _up_to_date(Path(config.output_dir), _request(config, path))
+
+
 def prepare_treebank(config: TreebankConfig) -> Path:
-    """Writes the corpus of ``config`` to ``config.output_dir`` unless it is there and current."""
+    """Writes the corpus of ``config`` to ``config.output_dir`` unless it is there and current;
+    one prepared with other settings is refused (:func:`check_prepared`)."""
     if not config.output_dir:
         raise ValueError("TreebankConfig.output_dir is not set")
     output_dir = Path(config.output_dir)
@@ -103,12 +131,11 @@ def prepare_treebank(config: TreebankConfig) -> Path:
     path = Path(config.path).expanduser() if config.path else fetch_sample(config, output_dir)
     if not path.exists():
         raise DataError(f"data.path: treebank path {path} does not exist. {HOW_TO_GET_SAMPLE}")
-    request: dict[str, Any] = {**dataclasses.asdict(config), "path": str(path.resolve())}
-    request.pop("output_dir")
-    request["inputs"] = _input_fingerprint(path)
+    request = _request(config, path)
     if _up_to_date(output_dir, request):
         logger.info("%s is prepared and verified; nothing to do", output_dir)
         return output_dir
+    check_prepared(config)
     try:
         trees = load_splits(path, on_error=config.on_error)
     except (FileNotFoundError, ValueError) as err:

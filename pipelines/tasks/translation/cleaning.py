@@ -16,6 +16,7 @@ that all corpora obey the same contract:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import logging
@@ -89,21 +90,24 @@ def read_parallel(source_path: str | Path, target_path: str | Path) -> Iterator[
 class SeenPairs:
     """The pairs met so far, as 64-bit digests: ``add`` says whether a pair is new.
 
-    Holding the pairs themselves took memory with the corpus (WMT14's 4.5M pairs, about 1 GB);
-    a digest takes 8 bytes in a sorted array, new digests in a set merged into it when the set
-    reaches an eighth of the array (so merging costs a constant factor of the sorts). Two
-    different pairs share a BLAKE2b-64 digest with probability about ``n**2 / 2**65``: 6e-7 at
-    WMT14's size, and then the second is dropped as a duplicate.
+    Holding the pairs themselves took memory with the corpus (WMT14's 4.5M pairs, about 1 GB); a
+    digest takes 8 bytes, in sorted blocks of about :data:`BLOCK` digests, new digests gathered in
+    a set of at most :data:`PENDING` and merged into the blocks they belong to (so a merge never
+    copies more than a block at a time). Two different pairs share a BLAKE2b-64 digest with
+    probability about ``n**2 / 2**65``: 6e-7 at WMT14's size, and then the second is dropped as a
+    duplicate.
     """
 
-    MIN_PENDING = 1 << 16
+    BLOCK = 1 << 19
+    PENDING = 1 << 16
 
     def __init__(self) -> None:
-        import numpy as np
-
-        self._np = np
-        self.merged = np.zeros(0, dtype=np.uint64)
+        self.blocks: list = []  # sorted uint64 arrays, each below the next
+        self.firsts: list[int] = []  # each block's first digest
         self.pending: set[int] = set()
+
+    def __len__(self) -> int:
+        return sum(len(block) for block in self.blocks) + len(self.pending)
 
     @staticmethod
     def digest(source: str, target: str) -> int:
@@ -116,17 +120,37 @@ class SeenPairs:
         key = self.digest(source, target)
         if key in self.pending:
             return False
-        merged = self.merged
-        if len(merged):
-            i = int(merged.searchsorted(key))
-            if i < len(merged) and int(merged[i]) == key:
+        i = bisect.bisect_right(self.firsts, key) - 1
+        if i >= 0:
+            block = self.blocks[i]
+            j = int(block.searchsorted(block.dtype.type(key)))
+            if j < len(block) and int(block[j]) == key:
                 return False
         self.pending.add(key)
-        if len(self.pending) >= max(self.MIN_PENDING, len(merged) // 8):
-            np = self._np
-            self.merged = np.sort(np.concatenate([merged, np.fromiter(self.pending, np.uint64, len(self.pending))]))
-            self.pending = set()
+        if len(self.pending) >= self.PENDING:
+            self._merge()
         return True
+
+    def _merge(self) -> None:
+        import numpy as np
+
+        keys = np.sort(np.fromiter(self.pending, np.uint64, len(self.pending)))
+        self.pending = set()
+        if not self.blocks:
+            self.blocks, self.firsts = [keys], [int(keys[0])]
+            return
+        owner = np.searchsorted(np.array(self.firsts, dtype=np.uint64), keys, side="right") - 1
+        bounds = np.searchsorted(np.maximum(owner, 0), np.arange(len(self.blocks) + 1))
+        blocks = []
+        for b, block in enumerate(self.blocks):
+            part = keys[bounds[b]:bounds[b + 1]]
+            if len(part):
+                block = np.insert(block, np.searchsorted(block, part), part)
+            while len(block) > 2 * self.BLOCK:
+                blocks.append(block[:self.BLOCK].copy())
+                block = block[self.BLOCK:].copy()
+            blocks.append(block)
+        self.blocks, self.firsts = blocks, [int(block[0]) for block in blocks]
 
 
 def clean_stream(

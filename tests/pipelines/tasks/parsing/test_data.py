@@ -19,7 +19,13 @@ def test_the_treebank_becomes_a_corpus_split_by_file(toy_treebank, toy_splits, t
     assert delinearize(target, words.split()) == toy_splits["test"][0]
 
 
-def test_a_rerun_does_no_work_and_changed_settings_redo_it(toy_treebank, tmp_path, caplog):
+def test_a_rerun_does_no_work_and_changed_settings_are_refused(toy_treebank, tmp_path, caplog):
+    """Issue 61: the corpus earlier runs were made from is not rewritten for other settings; the
+    check before a flow starts says so too."""
+    from flows.preflight import check_prepared_data
+    from pipelines.config import ConfigError
+    from pipelines.tasks.parsing.data import up_to_date
+
     config = TreebankConfig(path=str(toy_treebank), output_dir=str(tmp_path / "corpus"), max_train_trees=50)
     prepare_treebank(config)
     manifest = (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns
@@ -27,7 +33,18 @@ def test_a_rerun_does_no_work_and_changed_settings_redo_it(toy_treebank, tmp_pat
     prepare_treebank(config)
     assert "nothing to do" in caplog.text
     assert (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns == manifest
+    assert up_to_date(config)
     config.max_train_trees = 60
+    assert not up_to_date(config)
+    refusal = r"corpus/manifest.json: the corpus was prepared with other settings \(data.max_train_trees 50, not 60\)"
+    with pytest.raises(ConfigError, match=refusal):
+        check_prepared_data(config)
+    with pytest.raises(ConfigError, match=refusal):
+        prepare_treebank(config)
+    assert (tmp_path / "corpus" / "manifest.json").stat().st_mtime_ns == manifest
+    assert Corpus.load(tmp_path / "corpus").counts["train"] == 50
+    config.output_dir = str(tmp_path / "other")
+    check_prepared_data(config)
     assert Corpus.load(prepare_treebank(config)).counts["train"] == 60
 
 
