@@ -17,8 +17,10 @@ pad id 0::
 
 Tokenized ids are cached on disk as TFRecord files keyed by a hash of the corpus split and the
 tokenizer model(s), so that a restart does not re-tokenize and a changed tokenizer or corpus
-invalidates the cache; the pairs' lengths are kept beside it. ``pipelines.input_reports`` measures
-the padding of the batches and what ``max_length`` drops.
+invalidates the cache; the pairs' lengths are kept beside it. The cache is written by one process
+per core, the same file as one process writes (:mod:`pipelines.token_cache`), to a temporary
+renamed into place when complete. ``pipelines.input_reports`` measures the padding of the batches
+and what ``max_length`` drops.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from tqdm import tqdm
-
 from pipelines.config import DROPPED, SettingError
 from pipelines.corpus import Corpus
+from pipelines.progress import counted
 from pipelines.sentence_pairs import MODES as SENTENCE_PAIRS
 from pipelines.sentence_pairs import with_sentence_pairs
 from pipelines.textfiles import DataError
+from pipelines.token_cache import encoded, worker_count
 from pipelines.vocabulary import Vocabulary, as_vocabulary
 
 if TYPE_CHECKING:  # imported where used: reading the settings must not import it
@@ -150,12 +152,6 @@ def cache_path(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Input
     return cache_dir / f"{corpus.language_pair}.{split}.{key}.tfrecord"
 
 
-def _int64_feature(values) -> tf.train.Feature:
-    import tensorflow as tf
-
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-
 def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,
                 sentence_pairs: str = "none") -> Path:
     """Tokenizes ``split`` once into its TFRecord cache (atomically); returns the file.
@@ -179,28 +175,25 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     total = corpus.counts[split]
+    workers = worker_count(total)
+    logger.info("tokenizing %s (%s pairs, sentence_pairs=%s) on %d process%s into %s", split, f"{total:,}",
+                sentence_pairs, workers, "es" if workers > 1 else "", path)
     n, lengths = 0, []
-    try:
-        with tf.io.TFRecordWriter(tmp) as writer, tqdm(total=total, unit=" pairs", leave=False,
-                                                       desc=f"tokenize {split}", disable=None) as bar:
-            def paragraphs():
-                nonlocal n
-                for pair in corpus.pairs(split):
-                    n += 1
-                    bar.update(1)
-                    yield pair
 
-            pairs = with_sentence_pairs(paragraphs(), sentence_pairs)
-            while True:
-                chunk = [pair for _, pair in zip(range(config.tokenize_batch_size), pairs)]
-                if not chunk:
-                    break
-                source_ids = source_tok.tokenize([s for s, _ in chunk])
-                target_ids = target_tok.tokenize([t for _, t in chunk])
-                for s, t in zip(source_ids.to_list(), target_ids.to_list()):
-                    lengths.append((len(s), len(t)))
-                    feature = {"source": _int64_feature(s), "target": _int64_feature(t)}
-                    writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    def paragraphs():
+        nonlocal n
+        for pair in counted(corpus.pairs(split), f"tokenize {split}", total):
+            n += 1
+            yield pair
+
+    target_model = None if target_tok is source_tok else target_tok.serialized_model
+    try:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for records, chunk_lengths in encoded(paragraphs(), source_tok.serialized_model, target_model,
+                                                  sentence_pairs, config.tokenize_batch_size, workers):
+                for record in records:
+                    writer.write(record)
+                lengths.append(chunk_lengths)
         if n != total:
             raise DataError(f"{corpus.directory}: split '{split}' has {n} pairs, manifest says "
                             f"{total}")
@@ -209,7 +202,8 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _save_lengths(path, np.asarray(lengths, dtype=np.int32).reshape(-1, 2))
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0, 2], np.int32)
+    _save_lengths(path, lengths)
     logger.info("cached %d tokenized %s pairs (%s paragraphs, sentence_pairs=%s) in %s", len(lengths), split, n,
                 sentence_pairs, path)
     return path
