@@ -11,7 +11,7 @@ import pytest
 from benchmarks import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
-GROUPS = ("peers", "probes", "speed")
+GROUPS = ("peers", "probes", "scale", "speed")
 MODULES = sorted(f"benchmarks.{p.parent.name}.{p.stem}" for p in BENCHMARKS.glob("*/*.py") if p.stem != "__init__")
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks of the product at the paper's data size, by simulation: ``data_stages``."""
