@@ -15,16 +15,46 @@ piece; :meth:`SubwordTokenizer.restore` puts the source's back into a translatio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
 from pathlib import Path
 
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer.native_stderr import filtered_stderr
 from keras_transformer.text import VERBATIM, normalize, one_line, protect, restore, verbatim_spans
 
-__all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch"]
+__all__ = ["SubwordTokenizer", "normalize", "one_line", "source_batch", "without_identity_notice"]
+
+#: What tensorflow-text's own copy of SentencePiece logs (``normalizer.cc(51) LOG(INFO)
+#: precompiled_charsmap is empty. use identity normalization.``) each time its op loads a model
+#: without a normalisation table: every vocabulary here (``normalization_rule_name: identity``).
+#: Its log level is a variable private to ``_sentencepiece_tokenizer.so`` (no setter is exported;
+#: ``spm.set_min_log_level`` sets the Python package's own copy), so only holding back file
+#: descriptor 2 keeps the line out of a flow's log and a command's stderr.
+_IDENTITY_NOTICE = re.compile(r"^normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\b")
+
+
+def is_identity_notice(line: str) -> bool:
+    """Whether ``line`` is SentencePiece's notice that a model normalises nothing."""
+    return bool(_IDENTITY_NOTICE.match(line))
+
+
+def without_identity_notice():
+    """A block in which SentencePiece ops load models (a tokenizer made, an export loaded) without
+    their identity-normalisation notice on stderr; other lines written to fd 2 in it come after it."""
+    return filtered_stderr(is_identity_notice)
+
+
+def _normalises_nothing(model: bytes) -> bool:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    return not proto.normalizer_spec.precompiled_charsmap
 
 
 class SubwordTokenizer(tf.Module):
@@ -57,9 +87,12 @@ class SubwordTokenizer(tf.Module):
         # the same name when a SavedModel is loaded and collapse into one (the reloaded parser
         # detokenized tree symbols with the words' model). A name from the model's own bytes is
         # unique per vocabulary and the same on every export of it.
-        self._sp = tf_text.SentencepieceTokenizer(
-            model=model, out_type=tf.int32, add_bos=False, add_eos=False,
-            name=f"sentencepiece_{self.fingerprint}")
+        # Eagerly, the op loads the model here, and logs its notice for a model without a table.
+        quiet = without_identity_notice() if _normalises_nothing(model) else contextlib.nullcontext()
+        with quiet:
+            self._sp = tf_text.SentencepieceTokenizer(
+                model=model, out_type=tf.int32, add_bos=False, add_eos=False,
+                name=f"sentencepiece_{self.fingerprint}")
 
     @property
     def serialized_model(self) -> bytes:

@@ -92,6 +92,11 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None, parses
     parser (``parse``), else a translation model; the other kind is an :class:`InputError`, as is
     a model that does not load.
     """
+    from pipelines.quiet_tensorflow import import_quietly
+
+    check_model_file(args, parser)
+    # TensorFlow's start-up lines would come before the one line of an error in the model.
+    import_quietly()
     from keras_transformer.decoding.export import is_exported_translator
 
     model_path = Path(args.model)
@@ -108,12 +113,6 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None, parses
         except ValueError as err:
             parser.error(str(err))
         return translator, {}
-    if not model_path.is_file():
-        raise InputError(f"model {model_path} does not exist")
-    if not args.tokenizer:
-        parser.error("--tokenizer is required with a .keras model")
-    if not zipfile.is_zipfile(model_path):
-        raise InputError(f"{model_path} is not a Keras model archive (not a zip file)")
     # A span parser's model loads as a ChartParser, whose chart search ignores the beam options.
     translator = _load_keras(model_path, args.tokenizer, args.target_tokenizer, decoding)
     check_kind(model_path, keras_parses(translator), parses)
@@ -125,11 +124,27 @@ def load_translator(args, parser: argparse.ArgumentParser, decoding=None, parses
     return translator, options
 
 
+def check_model_file(args, parser: argparse.ArgumentParser) -> None:
+    """Refuses a ``--model`` that is no directory and no Keras archive, or one without its
+    ``--tokenizer``: what needs no TensorFlow, checked before it is imported (a minute on a busy machine)."""
+    model_path = Path(args.model)
+    if model_path.is_dir():
+        return
+    if not model_path.is_file():
+        raise InputError(f"model {model_path} does not exist")
+    if not args.tokenizer:
+        parser.error("--tokenizer is required with a .keras model")
+    if not zipfile.is_zipfile(model_path):
+        raise InputError(f"{model_path} is not a Keras model archive (not a zip file)")
+
+
 def _load_export(path: Path):
     from keras_transformer.decoding.export import load_exported
+    from keras_transformer.tokenizer import without_identity_notice
 
     try:
-        return load_exported(path)
+        with without_identity_notice():  # the SavedModel's SentencePiece ops load their models
+            return load_exported(path)
     except Exception as error:  # a corrupt graph fails in protobuf, TensorFlow or JSON: any of them
         raise InputError(f"{path}: cannot load the exported model: {first_line(error)}") from error
 

@@ -75,9 +75,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse(args, parser) -> int:
-    from keras_transformer.models.presets import get_preset
+    from pipelines.quiet_tensorflow import import_quietly
 
     sentences = decode_cli.read_sentences(args.sentences, sys.stdin)
+    decode_cli.check_model_file(args, parser)
+    import_quietly()  # before the presets' module, which imports TensorFlow
+    from keras_transformer.models.presets import get_preset
+
     translator, options = decode_cli.load_translator(args, parser, decoding=get_preset("parser").decoding,
                                                      parses=True)
     words = [pretokenized(line) if args.pretokenized else ptb_tokenize(line) for line in sentences]

@@ -8,7 +8,9 @@ runs on untrained tiny models, whose trees are over the input words all the same
 import io
 import json
 import logging
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -126,6 +128,21 @@ def test_a_corrupt_export_is_refused(translation_model, tmp_path, capsys, caplog
         assert parse_cli.main(["--model", str(corrupt), "--debug", "A sentence."]) == 2
     assert capsys.readouterr().err.endswith(line)
     assert "Traceback" in caplog.text and "DecodeError" in caplog.text
+
+
+def test_a_corrupt_export_is_the_one_line_on_stderr_of_the_process(translation_model, tmp_path):
+    """In a real process, with no log level chosen, the error's line is all of stderr."""
+    _, export = translation_model
+    corrupt = Path(shutil.copytree(export, tmp_path / "corrupt"))
+    metadata = json.loads((corrupt / METADATA_FILE).read_text())
+    (corrupt / METADATA_FILE).write_text(json.dumps({**metadata, "constraint": "BracketConstraint"}))
+    (corrupt / "saved_model.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f not a protobuf")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([str(Path(sys.executable).with_name("parse")), "--model", str(corrupt), "A sentence."],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"parse: error: {corrupt}: cannot load the exported model: ")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
 
 
 def test_a_file_that_is_not_a_keras_archive_is_refused(tokenizer_model, tmp_path, capsys):

@@ -82,17 +82,35 @@ def test_reads_stdin(saved_model, tokenizer, tokenizer_model, capsys, monkeypatc
     assert capsys.readouterr().out.split("\n")[:-1] == one_line(expected)
 
 
+#: The environment a user runs a command in: no log level chosen.
+USER_ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
 def test_console_script_with_exported_model_and_stdin(saved_model, tokenizer, exported):
-    """The installed ``translate`` script, in its own process, on an exported SavedModel."""
+    """The installed ``translate`` script, in its own process, on an exported SavedModel: the
+    translations on stdout and nothing on stderr (no TensorFlow start-up lines, no SentencePiece
+    notice for the vocabulary's identity normalisation)."""
     model, _ = saved_model
     script = Path(sys.executable).with_name("translate")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run([str(script), "--model", str(exported)], input="\n".join(SENTENCES) + "\n",
-                            capture_output=True, text=True, env=env, timeout=300)
+                            capture_output=True, text=True, env=USER_ENV, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ""
     expected = Translator(model, tokenizer).translate(SENTENCES, beam_size=2, length_penalty=0.6,
                                                       max_length_offset=int(OFFSET))
     assert result.stdout.split("\n")[:-1] == one_line(expected)
+
+
+def test_a_corrupt_export_is_the_one_line_on_stderr_of_the_process(exported, tmp_path):
+    """In a real process, the error's line is all of stderr: TensorFlow's start-up lines (absl,
+    cudart, cuInit) are held back while it is imported."""
+    corrupt = Path(shutil.copytree(exported, tmp_path / "corrupt"))
+    (corrupt / "saved_model.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f not a protobuf")
+    result = subprocess.run([str(Path(sys.executable).with_name("translate")), "--model", str(corrupt), "Hello."],
+                            capture_output=True, text=True, env=USER_ENV, timeout=600)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"translate: error: {corrupt}: cannot load the exported model: ")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
 
 
 def test_usage_errors(saved_model, tmp_path, capsys):
