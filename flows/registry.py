@@ -74,7 +74,9 @@ def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) ->
     from keras_transformer.decoding.ctranslate2_export import is_ctranslate2_export
     from keras_transformer.decoding.export import export_record
 
-    signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN)]),
+    # Optional: a request without the column reaches the model, which names it in a one-line 400
+    # (flows.serving); MLflow's own refusal echoes the request over several lines.
+    signature = ModelSignature(inputs=Schema([ColSpec("string", INPUT_COLUMN, required=False)]),
                                outputs=Schema([ColSpec("string", OUTPUT_COLUMNS[task])]))
     return dict(
         python_model=str(Path(__file__).with_name("pyfunc_model.py")), model_config={"task": task},

@@ -11,6 +11,9 @@ What a request may hold, checked before anything is decoded (a served model answ
 outside these bounds with HTTP 400 and a JSON body whose ``message`` is one line naming the row and
 the problem; a direct ``predict`` raises the same :class:`RequestError`):
 
+- a column ``source``. The signature names it optional, so that MLflow's schema check hands a
+  request without it to the model (its columns dropped) instead of refusing it with a message
+  that echoes the request over several lines; the model refuses it in one line naming the column;
 - every row of the ``source`` column a string (not null, not a number);
 - at most :data:`MAX_SOURCE_CHARACTERS` (2,000) characters a row. The decoding's length grows with
   the source's (input length + ``max_length_offset``) and its memory with the square of it: a
@@ -73,6 +76,9 @@ def request_sentences(model_input) -> list[str]:
             column = INPUT_COLUMN
         elif len(columns) == 1:  # a lone column is the sentences, whatever its name
             column = model_input.columns[0]
+        elif not columns:  # what MLflow's schema check leaves of a request without the column
+            raise RequestError(f"no column {INPUT_COLUMN!r} in the request: the sentences go in column "
+                               f"{INPUT_COLUMN!r}, one a row")
         else:
             raise RequestError(f"no column {INPUT_COLUMN!r} among the request's columns {columns}")
         values = model_input[column].tolist()
@@ -103,10 +109,12 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context) -> None:
         from keras_transformer.decoding.export import load_exported
+        from keras_transformer.tokenizer import without_identity_notice
 
         # Models saved before models-from-code carry the task on the pickled object instead.
         self.task = (context.model_config or {}).get("task", self.task)
-        self.translator = load_exported(context.artifacts["export"])
+        with without_identity_notice():  # the SavedModel's SentencePiece ops load their models
+            self.translator = load_exported(context.artifacts["export"])
 
     # The DataFrame hint tells MLflow the input's form; the schema is the explicit signature's.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:

@@ -85,10 +85,12 @@ def test_each_bad_request_gets_a_400_naming_its_problem_and_the_server_answers_o
         answer = json.loads(text)
         assert answer["error_code"] == "INVALID_PARAMETER_VALUE", (case, answer)
         assert problem in answer["message"] and "\n" not in answer["message"], (case, answer)
-    # MLflow's own schema check refuses a request without the column (its message echoes the input).
-    status, text = post(url, {"dataframe_split": {"columns": ["text"], "data": [["A sentence."]]}})
-    assert status == 400 and "Traceback" not in text and "stack_trace" not in text, text
-    assert "missing inputs ['source']" in json.loads(text)["message"]
+    # A request without the column: one line naming the column, not MLflow's echo of the request.
+    for columns in (["text"], ["text", "other"]):
+        status, text = post(url, {"dataframe_split": {"columns": columns, "data": [["A sentence."] * len(columns)]}})
+        assert status == 400 and "Traceback" not in text and "stack_trace" not in text, text
+        assert json.loads(text)["message"] == "no column 'source' in the request: the sentences go in column " \
+                                              "'source', one a row", text
 
     assert translations(url, SENTENCES) == expected["translation"].tolist()
     assert post(url, split([])) == (200, json.dumps({"predictions": []}))
@@ -111,6 +113,7 @@ def test_concurrent_requests_are_answered_as_sequential_ones(served):
     (pd.DataFrame({"source": pd.array(["a", None], dtype="string")}), "source[1] is null"),
     (pd.DataFrame({"source": [b"bytes"]}), "source[0] is not a string: b'bytes' (bytes)"),
     (pd.DataFrame({"text": ["a"], "other": ["b"]}), "no column 'source' among the request's columns"),
+    (pd.DataFrame(), "no column 'source' in the request: the sentences go in column 'source'"),
     ("one string", "expected a column of sentences, got a single str"),
     (["a"] * (MAX_SENTENCES_PER_REQUEST + 1), f"{MAX_SENTENCES_PER_REQUEST + 1} sentences in one request"),
     (["y" * (MAX_SOURCE_CHARACTERS + 1)], f"source[0] is {MAX_SOURCE_CHARACTERS + 1:,} characters long"),
