@@ -128,6 +128,7 @@ def prepare(args, work: Path) -> tuple[dict, dict, dict]:
     import tensorflow as tf
 
     import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
+    import keras_transformer.models.transformer  # noqa: F401  (registers classes)
     from keras_transformer.decoding.sentences import split_bullets, split_sentences
     from keras_transformer.tokenizer import SubwordTokenizer
     from pipelines.corpus import Corpus
