@@ -201,7 +201,7 @@ def run_size(report: Report, n: int, args: argparse.Namespace) -> None:
     run_dir.mkdir(exist_ok=True)
     settings = [f"run_dir={run_dir}", "data.source=folder", f"data.folder={folder}",
                 f"train.train_steps={args.train_steps}", f"train.checkpoint_every_steps={args.train_steps}",
-                "train.checkpoint_every_minutes=null", "train.train_minutes=0", *args.settings]
+                "train.checkpoint_every_minutes=null", "train.train_minutes=0", "averaging.last_n=1", *args.settings]
     extra = ["--seconds", str(args.input_seconds)]
     if not run_stages(report, section, f"{n:,} pairs", CPU_SMALL, settings, run_dir, STAGES, extra):
         return
@@ -225,12 +225,13 @@ def run_paper(report: Report, n: int, args: argparse.Namespace) -> None:
     size_dir = args.work_dir / str(n)
     run_dir = size_dir / "paper"
     run_dir.mkdir(parents=True, exist_ok=True)
-    # The cpu-small run's prepared corpus: the same data settings, so the stage finds it up to date.
-    data_dir = size_dir / "cpu-small" / "data" / "folder-en-de"
+    # The cpu-small run's prepared corpus (the same data settings: the stage finds it up to date),
+    # unless the paper's run is the only one (it may run beside the sizes' run: its own then).
+    data_dir = run_dir / "data" / "folder-en-de" if args.paper_only else size_dir / "cpu-small" / "data" / "folder-en-de"
     settings = [f"run_dir={run_dir}", "data.source=folder", f"data.folder={size_dir / 'folder'}",
                 f"data.output_dir={data_dir}", f"train.train_steps={args.paper_steps}",
-                f"train.checkpoint_every_steps={args.paper_steps}", "train.train_minutes=0",
-                *args.paper_settings]
+                f"train.checkpoint_every_steps={args.paper_steps}", "train.checkpoint_every_minutes=null",
+                "train.train_minutes=0", "averaging.last_n=1", *args.paper_settings]
     section = report.data["paper"].setdefault(str(n), {"settings": settings})
     run_stages(report, section, f"paper's configuration, {n:,} pairs", PAPER, settings, run_dir,
                ("prepare", "vocabulary", "cache", "train"))
@@ -243,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-core-sizes", default="300000", help="sizes whose token cache is built on one core too")
     parser.add_argument("--paper-size", type=int, default=1200000, help="0: no run of the paper's configuration")
     parser.add_argument("--paper-first", action="store_true", help="the paper's run right after its size")
+    parser.add_argument("--paper-only", action="store_true", help="the paper's run alone, at --paper-size")
     parser.add_argument("--train-steps", type=int, default=5)
     parser.add_argument("--paper-steps", type=int, default=2)
     parser.add_argument("--input-seconds", type=float, default=20.0)
@@ -263,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     args.work_dir = (args.work_dir or Path(tempfile.mkdtemp(prefix="scale-"))).resolve()
     args.output = args.output or ROOT / "benchmarks" / "results" / f"scale-data-stages-{datetime.date.today()}.json"
     report = Report(args.output, args)
+    if args.paper_only:
+        from benchmarks.scale.synthetic import write_folder
+
+        write_folder(args.work_dir / str(args.paper_size) / "folder", args.paper_size)
+        run_paper(report, args.paper_size, args)
+        emit(report.data, args.output)
+        return 0
     for n in args.sizes:
         run_size(report, n, args)
         if args.paper_first and n == args.paper_size:
