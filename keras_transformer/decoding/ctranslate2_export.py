@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -39,6 +40,12 @@ from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.layers.positional_encoding import sinusoidal_encoding
 
 logger = logging.getLogger(__name__)
+
+# The engine's OpenMP threads (GNU libgomp, which reads this when the engine loads) spin while they wait
+# by default: with anything else running on the cores, two threads then took minutes for 60 paragraphs
+# instead of 3 s. Sleeping threads cost an idle machine little; a caller's own setting is kept. Both
+# modules that load the engine import this one first.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: The precisions a conversion writes (CTranslate2's ``quantization``).
 QUANTIZATIONS = ("float32", "int8")
