@@ -46,8 +46,10 @@ benchmark: install
 	@for module in $(BENCHMARKS); do $(PY) -m $$module; done
 
 # `mlflow models serve --env-manager local` starts the scoring server by the name `uvicorn`, which
-# only the virtualenv has: its bin goes first on PATH, as activating it would do.
+# only the virtualenv has: its bin goes first on PATH, as activating it would do. A run_dir's own
+# store that was copied or moved is made to name its models where they are now (flows/relocation.py).
 serve:
+	$(PY) -m flows.relocation "$(TRACKING_URI)"
 	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI="$(TRACKING_URI)" \
 	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT)
 

@@ -2,13 +2,14 @@
 may use the ``run_dir``.
 
 ``<run_dir>/mlflow_run.json`` names the MLflow run the last flow run worked for, the fingerprint
-of the settings it trained with and the Prefect flow run that did it. A new flow run resumes
-that MLflow run (and its checkpoints) only when it is unfinished (running, or failed in a stage)
-*and* trained with the same settings; changed settings or ``resume: never`` (``--new-run``) start
-a new run that *replaces* it: the unfinished run is ended KILLED with tags naming why and the run
-that replaced it, so no run stays RUNNING for ever. A finished (or killed) run is simply followed
-by a new one. ``run_id`` names a run to continue explicitly. The choice and its reason are for the
-flow run's log (:func:`choose_run`).
+of the settings it trained with, the Prefect flow run that did it and the run_dir's path then: a
+run_dir copied or moved since is told by it, and its own MLflow store read where it is now
+(:mod:`flows.relocation`). A new flow run resumes that MLflow run (and its checkpoints) only
+when it is unfinished (running, or failed in a stage) *and* trained with the same settings;
+changed settings or ``resume: never`` (``--new-run``) start a new run that *replaces* it: the
+unfinished run is ended KILLED with tags naming why and the run that replaced it, so no run stays
+RUNNING for ever. A finished (or killed) run is simply followed by a new one. ``run_id`` names a
+run to continue explicitly. The choice and its reason are for the flow run's log (:func:`choose_run`).
 
 One flow run at a time may use a ``run_dir`` (an exclusive lock on ``<run_dir>/.lock``); the one
 that gets the lock knows that the flow run named in the state file is gone, and marks it Crashed
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flows.relocation import STORE_FILE, local_run_dir, store_uri
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import ConfigError, to_dict
 from pipelines.training.config import operational_settings
@@ -52,7 +54,8 @@ def settings_fingerprint(config: Any) -> str:
 
 
 def read_state(path: Path) -> dict[str, Any]:
-    """The state a previous flow run of this ``run_dir`` left (``{}`` if none)."""
+    """The state a previous flow run of this ``run_dir`` left (``{}`` if none), its tracking URI
+    the run_dir's present store if it named the run_dir's own (:func:`moved_from`)."""
     if not path.exists():
         return {}
     try:
@@ -61,10 +64,30 @@ def read_state(path: Path) -> dict[str, Any]:
             raise ValueError("no 'run_id'")
     except ValueError as err:
         raise ConfigError(f"{path} is damaged ({err}); delete it to start a new MLflow run") from err
+    old = moved_from(state, path.parent)
+    if old is not None:
+        logger.info("run_dir %s was %s: its own MLflow store is the one it holds now", path.parent, old)
+        state = {**state, "run_dir": str(path.parent.resolve()), "tracking_uri": store_uri(path.parent)}
     return state
 
 
+def moved_from(state: dict[str, Any], run_dir: Path) -> Path | None:
+    """The path ``run_dir`` had when its state was written, if it was copied or moved since and
+    the state names the run_dir's own store there (None otherwise: a store elsewhere, such as a
+    server, stays where it is). A state written before the run_dir was recorded in it counts as
+    moved when its store is ``<another dir>/mlflow.db`` and ``run_dir`` holds one."""
+    here = Path(run_dir).resolve()
+    recorded = local_run_dir(state.get("tracking_uri") or "")
+    if recorded is None or recorded == here:
+        return None
+    if "run_dir" in state:
+        return recorded if Path(state["run_dir"]) == recorded else None
+    return recorded if (here / STORE_FILE).is_file() else None
+
+
 def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Writes the state, with the run_dir's present path: a later read tells a copy or a move by it."""
+    state = {**state, "run_dir": str(path.parent.resolve())}
     # Atomic: a kill during the write must not leave a file that breaks every later run.
     atomic_write_bytes(path, json.dumps(state, indent=1).encode())
 

@@ -81,7 +81,9 @@ class TrackingConfig:
 
 
 def resolve_tracking_uri(config: TrackingConfig, run_dir: Path) -> str:
-    return config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{run_dir / 'mlflow.db'}"
+    from flows.relocation import store_uri
+
+    return config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or store_uri(run_dir)
 
 
 def require_server(uri: str, timeout: float = 10.0) -> None:
@@ -184,6 +186,8 @@ class Tracker:
         from mlflow.tracking import MlflowClient
         from mlflow.tracking.context.registry import resolve_tags
 
+        from flows.relocation import ARTIFACTS, relocate_store, store_uri
+
         if not config.experiment:
             from pipelines.config import ConfigError
 
@@ -192,13 +196,15 @@ class Tracker:
         run_dir.mkdir(parents=True, exist_ok=True)
         uri = resolve_tracking_uri(config, run_dir)
         require_server(uri)
+        local = uri == store_uri(run_dir)
+        if local:  # a copied or moved run_dir: its store's places are made the run_dir's own again
+            relocate_store(run_dir)
         client = MlflowClient(uri, registry_uri=uri)
         experiment = client.get_experiment_by_name(config.experiment)
         if experiment is None:
             # A server decides where artifacts go; the local default keeps them in the run_dir.
-            local = uri == f"sqlite:///{run_dir / 'mlflow.db'}"
             experiment_id = client.create_experiment(
-                config.experiment, artifact_location=(run_dir / "mlartifacts").as_uri() if local else None,
+                config.experiment, artifact_location=(run_dir / ARTIFACTS).as_uri() if local else None,
                 tags={EXPERIMENT_KIND: MODEL_TRAINING},
             )
         else:
