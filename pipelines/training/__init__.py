@@ -15,8 +15,9 @@
 
 Checkpoints (``tf.train.CheckpointManager``) hold the model's weights, the state of its dropout
 random generators, the optimizer (moments and iteration count, hence the learning-rate
-schedule's position), the step counter, the number of batches consumed (a restart skips them,
-so the data stream continues where it stopped) and the loss scale. A run resumes from the
+schedule's position), the step counter, the number of batches consumed, the data stream's
+position (the input iterator's state, so a restart continues the stream where it stopped without
+replaying it; ``train.data_resume``) and the loss scale. A run resumes from the
 newest checkpoint of its directory automatically; checkpoint files and the state file are
 written to temporary names and renamed, so killing the process at any moment leaves the
 previous checkpoint intact. A non-finite loss or gradient
@@ -27,7 +28,7 @@ once, in order, and runs its ``Trainer``); ``trainer`` (the loop, owning its par
 job each: ``steps`` (the compiled step under the strategy), ``checkpointing`` (the run's checkpoint
 and directory), ``loss_scale`` (float16's dynamic loss scale), ``budget`` (when a run ends and
 saves for averaging), ``validation`` (held-out loss), ``workers`` (decisions all workers share),
-``step_log`` (metrics file, log, bar), ``data`` (the resumable distributed stream); ``state``
+``step_log`` (metrics file, log, bar), ``data`` (the training stream and its position); ``state``
 (what besides weights a run keeps), ``strategy``; ``stage`` (the stage on a corpus) and ``cli``.
 
 Run from Python with :func:`train`, or from the command line::

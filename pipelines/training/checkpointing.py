@@ -2,8 +2,11 @@
 
 The checkpoint holds the model weights, dropout's random state, the optimizer (with its step
 counter, on which equation (3)'s schedule depends), the step, the batches consumed, the loss
-scale and the seconds of the time budget spent, so a resumed run continues exactly. The keys are
-those of every checkpoint written so far: runs started before stay resumable.
+scale and the seconds of the time budget spent, so a resumed run continues exactly; and, once
+:meth:`RunCheckpoint.track_data` gave it the training stream's iterator, the stream's position
+(``data_iterator``: its buffers and file offsets, ``tf.data``'s iterator checkpointing), so that a
+resumed run continues the stream without replaying it. The keys are those of every checkpoint
+written so far: runs started before stay resumable (without a position they replay the stream).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +36,19 @@ from pipelines.training.workers import Workers
 
 logger = logging.getLogger(__name__)
 
+#: The checkpoint's name of the training stream's iterator (its position in the data stream).
+DATA_KEY = "data_iterator"
+
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a run continues: its step, the batches it consumed, the budget seconds it spent."""
+    """Where a run continues: its step, the batches it consumed, the budget seconds it spent, and
+    whether its checkpoint holds the data stream's position."""
 
     step: int = 0
     consumed_batches: int = 0
     train_seconds: float = 0.0
+    data_position: bool = False
 
 
 class RunCheckpoint:
@@ -60,7 +69,7 @@ class RunCheckpoint:
             self.step = tf.Variable(0, dtype=tf.int64, name="step", **counter)
             self.consumed_batches = tf.Variable(0, dtype=tf.int64, name="consumed_batches", **counter)
             self.train_seconds = tf.Variable(0.0, dtype=tf.float64, name="train_seconds", **counter)
-        self.checkpoint = tf.train.Checkpoint(
+        self.state = dict(
             model=model_weights_trackable(model),
             dropout_rng=dropout_rng_trackable(model),
             optimizer=optimizer,
@@ -70,6 +79,9 @@ class RunCheckpoint:
             loss_scale_good_steps=loss_scale.good_steps,
             train_seconds=self.train_seconds,
         )
+        self.checkpoint = tf.train.Checkpoint(**self.state)
+        #: The checkpoint :meth:`restore` restored (``None``: a fresh run).
+        self.restored: str | None = None
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(self.directory), max_to_keep=keep,
             checkpoint_name=CHECKPOINT_NAME) if workers.is_chief else None
@@ -95,12 +107,42 @@ class RunCheckpoint:
         if newest is None:
             logger.info("no checkpoint in %s: starting from step 0", self.directory)
             return Resume()
-        self.checkpoint.restore(newest).assert_existing_objects_matched()
+        # Through a root of its own: the saving root then has no pending restore, which would
+        # restore the stream's position into an iterator attached later whatever data_resume says.
+        status = tf.train.Checkpoint(**self.state).restore(newest)
+        status.assert_existing_objects_matched()
+        status.expect_partial()  # the position, restored (or not) by track_data
+        self.restored = newest
+        position = any(name.startswith(f"{DATA_KEY}/") for name, _ in tf.train.list_variables(newest))
         resume = Resume(int(self.step.numpy()), int(self.consumed_batches.numpy()),
-                        float(self.train_seconds.numpy()))
-        logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed)",
-                    newest, resume.step, int(self.optimizer.iterations.numpy()), resume.consumed_batches)
+                        float(self.train_seconds.numpy()), position)
+        logger.info("resumed from %s at step %d (optimizer iterations %d, %d batches consumed%s)",
+                    newest, resume.step, int(self.optimizer.iterations.numpy()), resume.consumed_batches,
+                    ", the data position saved" if position else "")
         return resume
+
+    def track_data(self, iterator: tf.data.Iterator, restore: bool) -> None:
+        """Saves ``iterator``'s position with every checkpoint from now on; with ``restore``, first
+        sets it to the position of the checkpoint :meth:`restore` restored.
+
+        Raises:
+            ConfigError: the saved position does not fit ``iterator``'s pipeline (the input
+                settings changed since it was saved), naming ``train.data_resume``.
+        """
+        if restore:
+            tick = time.perf_counter()
+            try:
+                status = tf.train.Checkpoint(**{DATA_KEY: iterator}).read(self.restored)
+                status.assert_existing_objects_matched()
+                status.expect_partial()
+            except (tf.errors.OpError, ValueError, AssertionError) as err:
+                raise ConfigError(
+                    f"{self.restored}: the data position saved in it does not fit this run's input pipeline "
+                    f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); were the input settings "
+                    "changed? Set train.data_resume: replay to replay the stream to it instead, or restart to "
+                    "start the stream over") from err
+            logger.info("restored the data position of %s in %.1f s", self.restored, time.perf_counter() - tick)
+        setattr(self.checkpoint, DATA_KEY, iterator)
 
     def save(self, step: int, consumed_batches: int, train_seconds: float) -> str | None:
         """Saves checkpoint ``step`` (refusing non-finite weights); the chief's path, None elsewhere."""

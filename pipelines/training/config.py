@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # Keras: imported when a model is built, not to read these se
     from keras_transformer.models.transformer import Transformer
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
-DATA_RESUME = ("skip", "restart")
+DATA_RESUME = ("skip", "replay", "restart")
 METRICS_FILE = "metrics.jsonl"
 TRAIN_CONFIG_FILE = "train_config.json"
 CHECKPOINT_NAME = "ckpt"
@@ -105,8 +105,9 @@ class TrainConfig:
     #: How many of the newest checkpoints are kept (at least the preset's ``checkpoints_to_average``); null: enough to
     #: average, and 5.
     keep_checkpoints: int | None = field(default=None, metadata=OPERATIONAL)
-    #: A resumed run's data: ``skip`` replays the stream to where the checkpoint was taken (an exact continuation),
-    #: ``restart`` starts it over.
+    #: A resumed run's data: ``skip`` continues the stream exactly where the checkpoint was taken, from the position
+    #: saved with it (on one worker; a few MB of buffered examples) or, a checkpoint without one, by replaying the
+    #: stream to it; ``replay`` always replays and saves no position; ``restart`` starts the stream over.
     data_resume: str = "skip"
     #: ``auto`` (the machine's devices, or the ``TF_CONFIG`` cluster), ``mirrored``, ``multi_worker`` or
     #: ``one_device``.

@@ -2,8 +2,9 @@
 
 The order is what resuming needs: the model, optimizer and state variables in the strategy's
 scope; the checkpoint over them, which refuses a directory of another model and restores the
-newest state; the data stream advanced past what that state consumed; the steps compiled for
-the stream's batches; the budget and the log continuing from the restored step and seconds.
+newest state; the data stream set to the position that checkpoint saved (or, one saved without a
+position, replayed past the batches it consumed); the steps compiled for the stream's batches; the
+budget and the log continuing from the restored step and seconds.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from keras_transformer.training.objectives import objective_for
 from pipelines.config import to_dict
 from pipelines.distribution import describe_strategy
 from pipelines.training.budget import TrainingBudget, replayed_seconds_per_step
-from pipelines.training.checkpointing import RunCheckpoint
+from pipelines.training.checkpointing import Resume, RunCheckpoint
 from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
-from pipelines.training.data import distributed_dataset
+from pipelines.training.data import Source, TrainingStream, training_stream
 from pipelines.training.loss_scale import LossScale
 from pipelines.training.state import seed_initialisation
 from pipelines.training.step_log import StepLog
@@ -124,13 +125,11 @@ def train(
         "train_config": to_dict(config), "resolved": dataclasses.asdict(plan),
         "strategy": described, "mixed_precision": config.mixed_precision})
     resume = checkpoint.restore()
-    # Each replica takes whole batches of its worker's pipeline.
-    skip = resume.consumed_batches * workers.replicas_per_worker if config.data_resume == "skip" else 0
-    dataset = distributed_dataset(strategy, train_data, skip)
+    stream = resumed_stream(config, strategy, workers, checkpoint, resume, train_data)
     objective = objective_for(model, plan.label_smoothing, target_pieces)
-    steps = StepFunctions(strategy, model, optimizer, dataset.element_spec, objective=objective,
+    steps = StepFunctions(strategy, model, optimizer, stream.element_spec, objective=objective,
                           tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
-                          loss_scale=loss_scale, jit_compile=config.jit_compile)
+                          loss_scale=loss_scale, jit_compile=config.jit_compile, distribute=stream.distribute)
     budget = TrainingBudget(plan.train_steps, plan.train_minutes, plan.checkpoints_to_average, config.average_window,
                             resume.train_seconds, resume.step, seconds_per_step=replayed_seconds_per_step())
     if budget.seconds:
@@ -143,8 +142,29 @@ def train(
                                 config.validation_max_batches, objective)
     trainer = Trainer(config, plan, model, optimizer, steps, checkpoint, loss_scale, budget, workers, log,
                       validation, on_step)
-    result = trainer.run(iter(dataset), resume)
+    result = trainer.run(stream.batches, resume)
     precision = "float32" if config.mixed_precision == "none" else config.mixed_precision
     distribution = {"strategy": described["kind"], "replicas": described["replicas"],
                     "workers": described["workers"], "precision": precision}
     return dataclasses.replace(result, elapsed_seconds=time.monotonic() - started, distribution=distribution)
+
+
+def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, workers: Workers, checkpoint: RunCheckpoint,
+                   resume: Resume, source: Source) -> TrainingStream:
+    """The training stream where ``resume`` left it, as ``config.data_resume`` asks, tracked by ``checkpoint``.
+
+    ``skip`` restores the position the checkpoint saved (a restart then costs the same at any
+    step), or replays the stream past the batches it consumed when it saved none (a checkpoint of
+    several workers, or of a run before positions were saved); ``replay`` always replays and saves
+    no position; ``restart`` starts the stream over. Either way a one-worker stream's position is
+    saved with every checkpoint from now on, unless ``replay``.
+    """
+    restore = config.data_resume == "skip" and resume.data_position and workers.count == 1
+    skip = 0
+    if config.data_resume in ("skip", "replay") and not restore:
+        # Each replica takes whole batches of its worker's pipeline.
+        skip = resume.consumed_batches * workers.replicas_per_worker
+    stream = training_stream(strategy, source, workers.count, skip)
+    if stream.position is not None and config.data_resume != "replay":
+        checkpoint.track_data(stream.position, restore=restore)
+    return stream

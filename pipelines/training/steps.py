@@ -21,6 +21,18 @@ from pipelines.training.loss_scale import LossScale
 TOTALS = ("loss_sum", "tokens", "correct", "nonfinite", "sentences")
 
 
+def step_complete(batches: int, tokens: float, tokens_per_step: int, accumulation_batches: int | None = None) -> bool:
+    """Whether ``batches`` holding ``tokens`` target tokens make a step of ``tokens_per_step`` (or of
+    ``accumulation_batches`` batches)."""
+    if accumulation_batches:
+        return batches >= accumulation_batches
+    if tokens <= 0:
+        return False
+    # Stop unless one more batch of this step's average size would bring the count nearer
+    # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
+    return tokens >= tokens_per_step - 0.5 * tokens / batches
+
+
 class StepFunctions:
     """Forward and backward passes into per-replica gradient accumulators, and the update.
 
@@ -29,7 +41,9 @@ class StepFunctions:
     ``apply(global_tokens)`` updates the weights with the accumulated gradients divided by the
     global token count and clears them; ``reset()`` clears them without an update.
     ``accumulate_step(batches)`` accumulates until the step holds its tokens. Each is traced once
-    for every batch shape (``element_spec``: the distributed dataset's, with its ``None`` dimensions).
+    for every batch shape (``element_spec``: the distributed dataset's, with its ``None`` dimensions;
+    or what ``distribute`` turns into the replicas' batches inside the step, as
+    :class:`pipelines.training.data.TrainingStream` gives them).
     ``objective`` (``keras_transformer.training.objectives``) gives a batch's sums; its ``count``
     is the unit ``tokens_per_step`` counts (target tokens, or words for a span parser).
     """
@@ -37,7 +51,7 @@ class StepFunctions:
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  element_spec, *, objective: Callable[..., ObjectiveSums], tokens_per_step: int,
                  accumulation_batches: int | None = None, loss_scale: LossScale | None = None,
-                 jit_compile: bool = False):
+                 jit_compile: bool = False, distribute: Callable | None = None):
         self.tokens_per_step = tokens_per_step
         self.accumulation_batches = accumulation_batches
         trainable = list(model.trainable_variables)
@@ -79,6 +93,8 @@ class StepFunctions:
 
         @tf.function(input_signature=[element_spec])
         def accumulate(batch):
+            if distribute is not None:
+                batch = distribute(batch)
             per_replica = strategy.run(replica_accumulate, args=(batch,))
             # A cross-replica (and cross-worker) sum: every worker sees the same totals and so
             # takes the same decisions (end of step, divergence, loss scale).
@@ -108,13 +124,7 @@ class StepFunctions:
 
     def step_complete(self, batches: int, tokens: float) -> bool:
         """Whether ``batches`` holding ``tokens`` target tokens make a step."""
-        if self.accumulation_batches:
-            return batches >= self.accumulation_batches
-        if tokens <= 0:
-            return False
-        # Stop unless one more batch of this step's average size would bring the count nearer
-        # to tokens_per_step (the batches' real token counts vary with padding and bucketing).
-        return tokens >= self.tokens_per_step - 0.5 * tokens / batches
+        return step_complete(batches, tokens, self.tokens_per_step, self.accumulation_batches)
 
     def accumulate_step(self, batches) -> tuple[np.ndarray, int]:
         """Accumulates batches of the iterator ``batches`` until the step is complete: the global

@@ -60,3 +60,43 @@ def test_non_finite_weights_are_never_saved(tmp_path, strategy):
         checkpoint.save(2, 2, 1.0)
     assert caught.value.last_checkpoint.endswith("ckpt-1")
     assert not list(tmp_path.glob("ckpt-2*"))
+
+
+def test_the_data_position_is_saved_and_restored_only_when_asked(tmp_path, strategy):
+    checkpoint, _ = run_checkpoint(tmp_path, strategy)
+    assert not checkpoint.restore().data_position
+    stream = iter(tf.data.Dataset.range(100).repeat())
+    checkpoint.track_data(stream, restore=False)
+    assert [int(next(stream)) for _ in range(5)] == [0, 1, 2, 3, 4]
+    checkpoint.save(1, consumed_batches=5, train_seconds=0.5)
+
+    other, _ = run_checkpoint(tmp_path, strategy, seed=1)
+    assert other.restore() == Resume(step=1, consumed_batches=5, train_seconds=0.5, data_position=True)
+    continued = iter(tf.data.Dataset.range(100).repeat())
+    other.track_data(continued, restore=True)
+    assert int(next(continued)) == 5
+    # Not asked to (data_resume: restart): the checkpoint's position is not restored behind the caller's back.
+    third, _ = run_checkpoint(tmp_path, strategy, seed=1)
+    assert third.restore().data_position
+    fresh = iter(tf.data.Dataset.range(100).repeat())
+    third.track_data(fresh, restore=False)
+    assert int(next(fresh)) == 0
+
+
+def test_a_checkpoint_without_a_position_resumes_without_one(tmp_path, strategy):
+    # As every checkpoint written before positions were saved: the runner then replays the stream.
+    checkpoint, _ = run_checkpoint(tmp_path, strategy)
+    checkpoint.save(2, consumed_batches=7, train_seconds=1.0)
+    assert not any(name.startswith("data_iterator") for name, _ in tf.train.list_variables(checkpoint.latest))
+    other, _ = run_checkpoint(tmp_path, strategy)
+    assert other.restore() == Resume(step=2, consumed_batches=7, train_seconds=1.0, data_position=False)
+
+
+def test_a_position_that_does_not_fit_the_pipeline_names_the_setting(tmp_path, strategy):
+    checkpoint, _ = run_checkpoint(tmp_path, strategy)
+    checkpoint.track_data(iter(tf.data.Dataset.range(10).shuffle(4, seed=1).repeat()), restore=False)
+    checkpoint.save(1, consumed_batches=1, train_seconds=0.5)
+    other, _ = run_checkpoint(tmp_path, strategy)
+    other.restore()
+    with pytest.raises(ConfigError, match=r"ckpt-1: the data position saved in it does not fit .*train\.data_resume"):
+        other.track_data(iter(tf.data.Dataset.range(10).batch(2).repeat()), restore=True)
