@@ -17,8 +17,9 @@ validation split instead:
   so a batch holds sentences of one length only: each gets its own limit and floor, and a sentence's
   translation does not depend on what else was asked with it (a served request, the evaluation's
   batches).
-- ``repetition_guard`` (no third copy in a row of an n-gram) has no equal; the engine's
-  ``no_repeat_ngram_size`` (no n-gram twice anywhere) is the nearest rule.
+- ``repetition_guard`` (no third copy in a row of an n-gram) has no equal in the engine's search: the
+  engine returns its whole beam and the best hypothesis without such a loop is taken (the best one if
+  all loop); the engine's ``no_repeat_ngram_size`` (no n-gram twice anywhere) may be added to it.
 - ``coverage_penalty`` maps to the engine's, GNMT's too.
 """
 
@@ -163,8 +164,8 @@ class CTranslate2Translator:
             return {"beam_size": 1, "max_decoding_length": longest, "min_decoding_length": 0}
         floor = int(np.floor(self.decoding.min_length_ratio * max(min(lengths) - 1, 0)))
         options = dict(self.engine, max_decoding_length=longest, min_decoding_length=floor)
-        if n_best:
-            options.update(num_hypotheses=options["beam_size"], return_scores=True)
+        if n_best or self.decoding.repetition_guard:
+            options.update(num_hypotheses=options["beam_size"], return_scores=n_best)
         return options
 
     def _translate(self, sentences: list[str], batch_size: int, n_best: bool, greedy: bool) -> list:
@@ -178,6 +179,8 @@ class CTranslate2Translator:
             for i, length, result in zip(batch, lengths, results):
                 limit = min(length + self.decoding.max_length_offset, self._output_limit)
                 outputs[i] = [[self._target_ids[t] for t in hypothesis[:limit]] for hypothesis in result.hypotheses]
+                if not (n_best or greedy) and self.decoding.repetition_guard:
+                    outputs[i] = [_without_loops(outputs[i], self.decoding.repetition_guard)]
         counts = [len(hypotheses) for hypotheses in outputs]
         flat = [ids for hypotheses in outputs for ids in hypotheses]
         texts = self.target_tokenizer.detokenize(tf.ragged.constant(flat, dtype=tf.int32, ragged_rank=1)
@@ -199,3 +202,19 @@ def _batches_of_one_length(lengths: list[int], batch_size: int) -> list[list[int
             batches.append([])
         batches[-1].append(i)
     return batches
+
+
+def loops(ids: list[int], max_period: int, times: int = 3) -> bool:
+    """Whether ``ids`` holds ``times`` copies in a row of an n-gram, n <= ``max_period``: what the
+    repetition guard (:mod:`keras_transformer.decoding.repetition`) keeps out of our search."""
+    for m in range(1, max_period + 1):
+        for start in range(len(ids) - times * m + 1):
+            gram = ids[start : start + m]
+            if all(ids[start + k * m : start + (k + 1) * m] == gram for k in range(1, times)):
+                return True
+    return False
+
+
+def _without_loops(hypotheses: list[list[int]], max_period: int) -> list[int]:
+    """The best of the engine's hypotheses (best first) that does not loop, else its best."""
+    return next((ids for ids in hypotheses if not loops(ids, max_period)), hypotheses[0])

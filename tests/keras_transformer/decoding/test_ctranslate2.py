@@ -167,3 +167,13 @@ def test_the_translate_command_takes_a_ctranslate2_directory(converted, capsys):
     with pytest.raises(SystemExit):
         translate_cli.main(["--model", str(converted["int8"]), "--beam-size", "7", sentences[0]])
     assert "cannot decode with {'beam_size': 7}" in capsys.readouterr().err
+
+
+def test_the_guard_s_rule_picks_the_best_hypothesis_without_a_third_copy():
+    from keras_transformer.decoding.ctranslate2_translator import _without_loops, loops
+
+    assert loops([7, 1, 2, 1, 2, 1, 2], 2) and loops([5, 5, 5], 1)
+    assert not loops([1, 2, 1, 2, 9], 8)  # two copies in a row stay allowed, as in our search
+    assert not loops([1, 2, 3] * 3, 2) and loops([1, 2, 3] * 3, 3)
+    assert _without_loops([[4, 4, 4], [4, 4, 6], [6]], 8) == [4, 4, 6]
+    assert _without_loops([[4, 4, 4], [6, 6, 6]], 8) == [4, 4, 4]
