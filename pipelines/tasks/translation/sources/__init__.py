@@ -14,9 +14,11 @@ Sources (``SourceConfig.source``), one module each, all producing the layout of 
   ``<lang>.<split>.txt``. Splits ``train``, ``validation`` (or ``valid``/``dev``) and ``test``;
   a missing validation or test split is carved out of train by a hash of the source sentence.
 
-Every split is cleaned (:mod:`pipelines.tasks.translation.cleaning`) with counts per reason stored
-in the manifest (:mod:`.stage`). A rerun with the same settings whose output verifies against its
-manifest does no work. ``python -m pipelines.tasks.translation.sources CONFIG.yaml`` runs the stage.
+Every split streams from its source through the cleaning (:mod:`pipelines.tasks.translation.cleaning`)
+into its files, with counts per reason stored in the manifest (:mod:`.stage`), so memory does not
+grow with the corpus. A rerun with the same settings whose output verifies against its manifest does
+no work; a corpus prepared with other settings is refused, not rewritten (:mod:`pipelines.prepared`).
+``python -m pipelines.tasks.translation.sources CONFIG.yaml`` runs the stage.
 """
 
 from pipelines.tasks.translation.sources.config import SOURCES, RawSplits, SourceConfig
