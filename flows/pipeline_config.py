@@ -39,19 +39,17 @@ class ExportConfig:
     quantization: str = "int8"
 
     def __post_init__(self) -> None:
-        from keras_transformer.decoding.ctranslate2_export import QUANTIZATIONS
-        from keras_transformer.decoding.export import EXPORT_FORMATS
+        import importlib.util
+
+        from keras_transformer.decoding.formats import EXPORT_FORMATS, QUANTIZATIONS
 
         if self.format not in EXPORT_FORMATS:
             raise SettingError(self, "format", f"use one of {', '.join(EXPORT_FORMATS)}")
         if self.quantization not in QUANTIZATIONS:
             raise SettingError(self, "quantization", f"use one of {', '.join(QUANTIZATIONS)}")
-        if self.format == "ctranslate2":
-            try:
-                import ctranslate2  # noqa: F401
-            except ImportError as err:
-                raise SettingError(self, "format", "needs the ctranslate2 package: "
-                                   "pip install 'keras-transformer[ctranslate2]'") from err
+        if self.format == "ctranslate2" and importlib.util.find_spec("ctranslate2") is None:
+            raise SettingError(self, "format", "needs the ctranslate2 package: "
+                               "pip install 'keras-transformer[ctranslate2]'")
 
     @property
     def engine(self) -> bool:

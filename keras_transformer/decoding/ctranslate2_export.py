@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_transformer.decoding.formats import QUANTIZATIONS
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.layers.positional_encoding import sinusoidal_encoding
 
@@ -47,8 +48,6 @@ logger = logging.getLogger(__name__)
 # modules that load the engine import this one first.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-#: The precisions a conversion writes (CTranslate2's ``quantization``).
-QUANTIZATIONS = ("float32", "int8")
 #: Where the metadata and the tokenizers go, as in the SavedModel export.
 METADATA_FILE = "assets.extra/translator.json"
 SOURCE_TOKENIZER = "assets.extra/source.model"

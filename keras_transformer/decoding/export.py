@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.beam import search_decode
+from keras_transformer.decoding.formats import EXPORT_FORMATS
 from keras_transformer.decoding.greedy import ensure_built
 from keras_transformer.decoding.repetition import with_guard
 from keras_transformer.decoding.sentences import translate_by_sentence
@@ -32,9 +33,6 @@ from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.tokenizer import source_batch
 
 logger = logging.getLogger(__name__)
-
-#: What a model exports as: the SavedModel (TensorFlow) or a CTranslate2 directory (the CPU engine).
-EXPORT_FORMATS = ("savedmodel", "ctranslate2")
 
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "sentences"
