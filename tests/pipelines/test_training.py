@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +141,32 @@ def test_accumulates_to_token_budget_and_resumes_schedule_and_optimizer(
     assert step5["learning_rate"] == pytest.approx(expected, rel=1e-5)
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5, 6]
     assert resumed.history[:4] == read_metrics(tmp_path / "run")[:4]
+
+
+def test_a_resume_continues_the_stream_from_its_position_or_replays_a_checkpoint_without_one(
+        tmp_path, train_dataset_fn, caplog):
+    def run(directory: str, steps: int, data_resume: str = "skip"):
+        config = tiny_config(tmp_path, checkpoint_dir=str(tmp_path / directory), train_steps=steps,
+                             checkpoint_every_steps=3, data_resume=data_resume)
+        return train(config, train_dataset_fn(), 2000)
+
+    reference = [r["loss"] for r in run("reference", 6).history]
+    caplog.set_level(logging.INFO, logger="pipelines.training")
+    # The checkpoint holds the stream's position: the resumed run restores it, nothing is replayed.
+    run("position", 3)
+    caplog.clear()
+    run("position", 6)
+    assert "restored the data position" in caplog.text and "skipping" not in caplog.text
+    assert [r["loss"] for r in read_metrics(tmp_path / "position")] == pytest.approx(reference, rel=1e-5)
+    # data_resume: replay saves none, as no checkpoint written before positions were saved has one:
+    # such a checkpoint still resumes exactly, by replaying the stream.
+    run("replayed", 3, data_resume="replay")
+    newest = tf.train.latest_checkpoint(str(tmp_path / "replayed"))
+    assert not any(name.startswith("data_iterator") for name, _ in tf.train.list_variables(newest))
+    caplog.clear()
+    run("replayed", 6)
+    assert re.search(r"skipping \d+ batches", caplog.text) and "restored the data position" not in caplog.text
+    assert [r["loss"] for r in read_metrics(tmp_path / "replayed")] == pytest.approx(reference, rel=1e-5)
 
 
 def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_fn):

@@ -22,6 +22,7 @@ import tensorflow as tf
 from keras_transformer.checkpoints.model_checkpoint import (
     model_keys,
 )
+from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.training import (
     read_metrics,
     run_from_config,
@@ -140,6 +141,66 @@ def test_two_logical_cpus_match_one_device_on_the_same_global_batch(
         assert_same_updates(weights[f"one_{i}"], weights[f"manual_{i}"])
 
 
+MIRRORED_RESUME_SCRIPT = """
+    import json, logging, sys
+    from pipelines.distribution import split_cpu
+    devices = split_cpu(2)
+    logging.basicConfig(level=logging.INFO)
+    import numpy as np, tensorflow as tf
+    from pipelines.corpus import Corpus
+    from pipelines.input_pipeline import InputConfig, make_dataset
+    from pipelines.tokenization import load_tokenizers
+    from pipelines.training import TrainConfig, train
+    from pipelines.training.data import distributed_dataset, training_stream
+    from pipelines.vocabulary import Vocabulary
+    args = json.loads(sys.argv[1])
+    corpus = Corpus.load(args["corpus_dir"], verify=False)
+    tokenizer, _ = load_tokenizers(Vocabulary(args["tokenizer"]))
+    input_config = InputConfig(**args["input"])
+    strategy = tf.distribute.MirroredStrategy(devices)
+
+    def data(context=None):
+        return make_dataset(corpus, "train", tokenizer, input_config, training=True)
+
+    # The replicas get the batches distribute_datasets_from_function gives them, so a checkpoint
+    # written before positions were saved replays the stream it trained on.
+    distributed, owned = iter(distributed_dataset(strategy, data)), training_stream(strategy, data, workers=1)
+    same = []
+    for _ in range(10):
+        replicas = [target.numpy() for target in strategy.experimental_local_results(next(distributed)[1])]
+        mine = [batch[1].numpy() for batch in next(owned.batches)]
+        same.append(len(replicas) == len(mine) == 2 and all(np.array_equal(a, b) for a, b in zip(replicas, mine)))
+    common = dict(preset="demo", model=args["model"], warmup_steps=20, learning_rate_scale=1.0, decay_fraction=0,
+                  train_minutes=0, tokens_per_step=900, checkpoint_every_steps=3, checkpoint_every_minutes=None,
+                  progress_bar=False, strategy="mirrored", devices=devices)
+    reference = train(TrainConfig(**common, train_steps=6, checkpoint_dir=args["dir"] + "/reference"), data, 2000,
+                      strategy=strategy)
+    train(TrainConfig(**common, train_steps=3, checkpoint_dir=args["dir"] + "/resumed"), data, 2000,
+          strategy=strategy)
+    resumed = train(TrainConfig(**common, train_steps=6, checkpoint_dir=args["dir"] + "/resumed"), data, 2000,
+                    strategy=strategy)
+    keys = ("loss", "tokens", "sentences", "batches")
+    with open(args["dir"] + "/result.json", "w") as f:
+        json.dump({"same": same, "reference": [[r[k] for k in keys] for r in reference.history],
+                   "resumed": [[r[k] for k in keys] for r in resumed.history]}, f)
+"""
+
+
+def test_two_replicas_resume_from_the_saved_position_as_the_uninterrupted_run(
+        tmp_path, ddtp_corpus, tokenizer_model, train_dataset_fn):
+    args = {"corpus_dir": str(ddtp_corpus.directory), "tokenizer": str(tokenizer_model),
+            "input": INPUT, "model": TINY_MODEL, "dir": str(tmp_path)}
+    log = run_python(MIRRORED_RESUME_SCRIPT, json.dumps(args)).stderr
+    out = json.loads((tmp_path / "result.json").read_text())
+    assert all(out["same"]) and len(out["same"]) == 10
+    assert "restored the data position" in log and "skipping" not in log
+    reference, resumed = out["reference"], out["resumed"]
+    # Both replicas' batches entered each update: one batch holds at most 384 target tokens.
+    assert len(reference) == len(resumed) == 6 and all(r[1] > INPUT["tokens_per_batch"] for r in reference)
+    assert [r[1:] for r in resumed] == [r[1:] for r in reference]
+    np.testing.assert_allclose([r[0] for r in resumed], [r[0] for r in reference], rtol=1e-5)
+
+
 WORKER_SCRIPT = """
     import json, logging, os, sys
     logging.basicConfig(level=logging.INFO)
@@ -224,11 +285,12 @@ PAUSING_SCRIPT = """
 """
 
 
-def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data):
-    steps = 16
-    # With dropout: the checkpoint carries the dropout generators' state too.
-    common = dict(train_steps=steps, checkpoint_every_steps=4, keep_checkpoints=10,
-                  model={**TINY_MODEL, "dropout": 0.1})
+def kill_and_resume(tmp_path: Path, job_yaml_data: dict, steps: int, every: int, kill_at: int,
+                    **settings) -> tuple[str, str]:
+    """A reference run of ``steps`` in this process, and the same job killed with SIGKILL after step
+    ``kill_at`` (a checkpoint every ``every`` steps) then run again to its end by the same command:
+    the checkpoint the second run resumed from and its log."""
+    common = dict(train_steps=steps, checkpoint_every_steps=every, keep_checkpoints=10, **settings)
     reference = write_job(tmp_path / "reference.yaml", job_yaml_data,
                           checkpoint_dir=str(tmp_path / "reference"), **common)
     killed_dir = tmp_path / "killed"
@@ -238,29 +300,29 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
     assert run_from_config(reference).final_step == steps
 
     # Killed between checkpoints, an event rather than a race with the run's speed: the run
-    # stops after step 10 (step 8 saved, steps 9 and 10 recorded after it) until it is killed.
+    # stops after step kill_at (its checkpoint before, and the steps after it, recorded) until it is killed.
     marker, log = tmp_path / "paused", tmp_path / "killed.log"
     with log.open("wb") as output:
         process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(PAUSING_SCRIPT),
-                                    str(killed), str(marker), "10"], cwd=REPO, env=SUBPROCESS_ENV,
+                                    str(killed), str(marker), str(kill_at)], cwd=REPO, env=SUBPROCESS_ENV,
                                    stdout=output, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + HUNG
         while not marker.exists():
             assert process.poll() is None and time.monotonic() < deadline, \
-                f"the run never reached step 10:\n{log.read_text(errors='replace')[-4000:]}"
+                f"the run never reached step {kill_at}:\n{log.read_text(errors='replace')[-4000:]}"
             time.sleep(0.2)
-        assert marker.read_text() == f"{process.pid} 10"
-        assert process.poll() is None  # mid-run: step 10 of 16 done, waiting in its callback
+        assert marker.read_text() == f"{process.pid} {kill_at}"
+        assert process.poll() is None  # mid-run: waiting in its callback
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == -signal.SIGKILL
-    assert [r["step"] for r in read_metrics(killed_dir)] == list(range(1, 11))
+    assert [r["step"] for r in read_metrics(killed_dir)] == list(range(1, kill_at + 1))
     latest = tf.train.latest_checkpoint(str(killed_dir))
-    assert latest is not None and latest.endswith("ckpt-8")
+    assert latest is not None and latest.endswith(f"ckpt-{kill_at // every * every}")
 
     # The same command again: resumes from the newest checkpoint and finishes the run.
     result = subprocess.run([sys.executable, "-m", "pipelines.training", "--config",
@@ -274,9 +336,22 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
     reference_history = read_metrics(tmp_path / "reference")
     killed_history = read_metrics(killed_dir)
     assert [r["step"] for r in killed_history] == list(range(1, steps + 1))
-    # Same data stream, optimizer state and dropout masks: the same losses and final weights.
+    # The same batches, step by step: their token and sentence counts are integers.
+    for key in ("tokens", "sentences", "batches"):
+        assert [r[key] for r in killed_history] == [r[key] for r in reference_history], key
+    # Same data stream, optimizer state and dropout masks: the same losses.
     np.testing.assert_allclose([r["loss"] for r in killed_history],
                                [r["loss"] for r in reference_history], rtol=1e-5)
+    return latest, result.stderr
+
+
+def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data):
+    steps = 16
+    # With dropout: the checkpoint carries the dropout generators' state too.
+    latest, _ = kill_and_resume(tmp_path, job_yaml_data, steps, every=4, kill_at=10,
+                                model={**TINY_MODEL, "dropout": 0.1})
+    resumed_from = int(latest.rsplit("-", 1)[1])
+    killed_dir = tmp_path / "killed"
     a = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{steps}"))
     b = tf.train.load_checkpoint(str(killed_dir / f"ckpt-{steps}"))
     start = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{resumed_from}"))
@@ -293,3 +368,16 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
         apart = np.linalg.norm(b.get_tensor(key) - a.get_tensor(key))
         assert moved > 0, key
         assert apart <= 0.02 * moved, (key, apart, moved)
+
+
+def test_sigkill_past_the_first_pass_resumes_the_stream_from_its_saved_position(
+        tmp_path, job_yaml_data, ddtp_corpus, tokenizer):
+    # A small corpus: the pairs of at most 7 tokens a side, a few dozen batches a pass.
+    data = {**job_yaml_data, "input": {**job_yaml_data["input"], "max_length": 8}}
+    one_pass = sum(1 for _ in make_dataset(ddtp_corpus, "train", tokenizer, InputConfig(**data["input"]),
+                                           training=True))
+    latest, log = kill_and_resume(tmp_path, data, steps=30, every=4, kill_at=26, tokens_per_step=1500)
+    consumed = int(tf.train.load_checkpoint(latest).get_tensor("consumed_batches/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert consumed > 2 * one_pass, (consumed, one_pass)  # resumed in the third pass, reshuffled twice
+    # Set to the saved position, not replayed: a restart costs the same at any step.
+    assert f"restored the data position of {latest}" in log and "skipping" not in log
