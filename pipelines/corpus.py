@@ -200,7 +200,7 @@ def write_corpus(
                 for writer, line in zip(writers, row, strict=True):
                     writer.write(line)
                 n += 1
-            for name, writer in zip(file_names, writers):
+            for writer in writers:
                 files[writer.path.name] = writer.finish()
         except BaseException:
             for writer in writers:

@@ -37,7 +37,6 @@ from pipelines.config import DROPPED, SettingError
 from pipelines.corpus import Corpus
 from pipelines.progress import counted
 from pipelines.sentence_pairs import MODES as SENTENCE_PAIRS
-from pipelines.sentence_pairs import with_sentence_pairs
 from pipelines.textfiles import DataError
 from pipelines.token_cache import encoded, worker_count
 from pipelines.vocabulary import Vocabulary, as_vocabulary

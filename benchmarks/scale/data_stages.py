@@ -227,7 +227,7 @@ def run_paper(report: Report, n: int, args: argparse.Namespace) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     # The cpu-small run's prepared corpus (the same data settings: the stage finds it up to date),
     # unless the paper's run is the only one (it may run beside the sizes' run: its own then).
-    data_dir = run_dir / "data" / "folder-en-de" if args.paper_only else size_dir / "cpu-small" / "data" / "folder-en-de"
+    data_dir = (run_dir if args.paper_only else size_dir / "cpu-small") / "data" / "folder-en-de"
     settings = [f"run_dir={run_dir}", "data.source=folder", f"data.folder={size_dir / 'folder'}",
                 f"data.output_dir={data_dir}", f"train.train_steps={args.paper_steps}",
                 f"train.checkpoint_every_steps={args.paper_steps}", "train.checkpoint_every_minutes=null",
