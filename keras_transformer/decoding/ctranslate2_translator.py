@@ -180,7 +180,7 @@ class CTranslate2Translator:
                 limit = min(length + self.decoding.max_length_offset, self._output_limit)
                 outputs[i] = [[self._target_ids[t] for t in hypothesis[:limit]] for hypothesis in result.hypotheses]
                 if not (n_best or greedy) and self.decoding.repetition_guard:
-                    outputs[i] = [_without_loops(outputs[i], self.decoding.repetition_guard)]
+                    outputs[i] = [without_loops(outputs[i], self.decoding.repetition_guard)]
         counts = [len(hypotheses) for hypotheses in outputs]
         flat = [ids for hypotheses in outputs for ids in hypotheses]
         texts = self.target_tokenizer.detokenize(tf.ragged.constant(flat, dtype=tf.int32, ragged_rank=1)
@@ -215,6 +215,6 @@ def loops(ids: list[int], max_period: int, times: int = 3) -> bool:
     return False
 
 
-def _without_loops(hypotheses: list[list[int]], max_period: int) -> list[int]:
+def without_loops(hypotheses: list[list[int]], max_period: int) -> list[int]:
     """The best of the engine's hypotheses (best first) that does not loop, else its best."""
     return next((ids for ids in hypotheses if not loops(ids, max_period)), hypotheses[0])

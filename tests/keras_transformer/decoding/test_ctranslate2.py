@@ -124,9 +124,9 @@ def test_the_export_records_how_it_decodes_and_refuses_other_settings(converted)
 
 
 def test_a_parser_or_a_constraint_is_refused_with_the_reason(tokenizer, tmp_path):
-    from tests.keras_transformer.models.span_parser.test_model import _model
-
-    parser = _model()
+    parser = kt.SpanParser(50, labels=["", "NP", "VP"], tags=["DT", "NN"], word_start_ids=list(range(2, 50, 2)),
+                           num_layers=1, d_model=16, num_heads=2, d_ff=32, span_hidden=16)
+    parser.build()
     with pytest.raises(UnsupportedModelError, match="span_parser model cannot be converted to CTranslate2"):
         parser.export_decoder(tmp_path / "p", tokenizer, format="ctranslate2")
     aligned = kt.Transformer(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2, d_ff=64,
@@ -170,10 +170,10 @@ def test_the_translate_command_takes_a_ctranslate2_directory(converted, capsys):
 
 
 def test_the_guard_s_rule_picks_the_best_hypothesis_without_a_third_copy():
-    from keras_transformer.decoding.ctranslate2_translator import _without_loops, loops
+    from keras_transformer.decoding.ctranslate2_translator import loops, without_loops
 
     assert loops([7, 1, 2, 1, 2, 1, 2], 2) and loops([5, 5, 5], 1)
     assert not loops([1, 2, 1, 2, 9], 8)  # two copies in a row stay allowed, as in our search
     assert not loops([1, 2, 3] * 3, 2) and loops([1, 2, 3] * 3, 3)
-    assert _without_loops([[4, 4, 4], [4, 4, 6], [6]], 8) == [4, 4, 6]
-    assert _without_loops([[4, 4, 4], [6, 6, 6]], 8) == [4, 4, 4]
+    assert without_loops([[4, 4, 4], [4, 4, 6], [6]], 8) == [4, 4, 6]
+    assert without_loops([[4, 4, 4], [6, 6, 6]], 8) == [4, 4, 4]
