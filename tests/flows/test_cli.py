@@ -239,7 +239,7 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     client = MlflowClient(state["tracking_uri"])
     params = client.get_run(result.run_id).data.params
     assert (params["train.train_steps"], params["train.checkpoint_every_steps"]) == ("10", "2")
-    assert params["evaluation.max_sentences"] == "4" and params["export"] == "False"
+    assert params["evaluation.max_sentences"] == "4" and params["export.enabled"] == "False"
 
     # --new-run: a new MLflow run though nothing changed; --run-id: that run named and continued.
     again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", "--json", cwd=tmp_path))
