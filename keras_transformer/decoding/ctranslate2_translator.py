@@ -108,12 +108,7 @@ class CTranslate2Translator:
     def decoding_record(self, **decoding) -> dict:
         """The export's decoding settings; asking for others is an error, as with the SavedModel (the
         engine options were chosen for these)."""
-        asked = self.decoding.merged(decoding)
-        if asked != self.decoding:
-            differ = {k: v for k, v in asked.to_dict().items() if getattr(self.decoding, k) != v}
-            raise ValueError(f"{self.path} was exported with decoding {self.decoding.describe()}; "
-                             f"it cannot decode with {differ}")
-        return self.decoding.to_dict()
+        return self.decoding.fixed_record(self.path, decoding)
 
     def engine_record(self) -> dict:
         """What the engine decodes with: its options and the precision of its weights."""

@@ -189,12 +189,7 @@ class ExportedTranslator:
     def decoding_record(self, **decoding) -> dict:
         """The settings compiled into the export; asking for others is an error, not a silent
         difference between what was asked and what was decoded."""
-        asked = self.decoding.merged(decoding)
-        if asked != self.decoding:
-            differ = {k: v for k, v in asked.to_dict().items() if getattr(self.decoding, k) != v}
-            raise ValueError(f"{self.path} was exported with decoding {self.decoding.describe()}; "
-                             f"it cannot decode with {differ}")
-        return self.decoding.to_dict()
+        return self.decoding.fixed_record(self.path, decoding)
 
     def translate(self, sentences, batch_size: int = 32, n_best: bool = False,
                   **decoding) -> list[str] | list[list[str]]:

@@ -93,6 +93,15 @@ class DecodingSettings:
     def from_dict(cls, data: Mapping[str, Any]) -> DecodingSettings:
         return cls().merged(data)
 
+    def fixed_record(self, where, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """These settings as a record, for an export at ``where`` that compiled them in: ``overrides``
+        that differ are a ``ValueError``, not a silent difference between what was asked and decoded."""
+        asked = self.merged(overrides)
+        if asked != self:
+            differ = {k: v for k, v in asked.to_dict().items() if getattr(self, k) != v}
+            raise ValueError(f"{where} was exported with decoding {self.describe()}; it cannot decode with {differ}")
+        return self.to_dict()
+
     def describe(self) -> str:
         """The settings in a log line: the paper's three, then each option that is on."""
         defaults = DecodingSettings()
