@@ -40,6 +40,11 @@ logger = logging.getLogger(__name__)
 DATA_KEY = "data_iterator"
 
 
+class DataPositionLost(Exception):
+    """The checkpoint's data position reads a file that is no longer where it was saved (a run_dir
+    copied or moved: ``tf.data`` keeps the absolute path of the file it was reading)."""
+
+
 @dataclass(frozen=True)
 class Resume:
     """Where a run continues: its step, the batches it consumed, the budget seconds it spent, and
@@ -126,6 +131,8 @@ class RunCheckpoint:
         sets it to the position of the checkpoint :meth:`restore` restored.
 
         Raises:
+            DataPositionLost: the saved position reads a file that is gone (the run_dir was moved);
+                ``iterator`` is spent.
             ConfigError: the saved position does not fit ``iterator``'s pipeline (the input
                 settings changed since it was saved), naming ``train.data_resume``.
         """
@@ -136,9 +143,12 @@ class RunCheckpoint:
                 status.assert_existing_objects_matched()
                 status.expect_partial()
             except (tf.errors.OpError, ValueError, AssertionError) as err:
+                if isinstance(err, tf.errors.NotFoundError) and "No such file or directory" in str(err):
+                    raise DataPositionLost(f"{self.restored}: the data position saved in it reads a file that is "
+                                           f"gone ({_first_line(err)})") from err
                 raise ConfigError(
                     f"{self.restored}: the data position saved in it does not fit this run's input pipeline "
-                    f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); were the input settings "
+                    f"({_first_line(err)}); were the input settings "
                     "changed? Set train.data_resume: replay to replay the stream to it instead, or restart to "
                     "start the stream over") from err
             logger.info("restored the data position of %s in %.1f s", self.restored, time.perf_counter() - tick)
@@ -174,3 +184,7 @@ class RunCheckpoint:
     def kept(self) -> list[str]:
         """The checkpoints kept, oldest first (chief only)."""
         return list(self.manager.checkpoints) if self.workers.is_chief else []
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -28,7 +28,7 @@ from keras_transformer.training.objectives import objective_for
 from pipelines.config import to_dict
 from pipelines.distribution import describe_strategy
 from pipelines.training.budget import TrainingBudget, replayed_seconds_per_step
-from pipelines.training.checkpointing import Resume, RunCheckpoint
+from pipelines.training.checkpointing import DataPositionLost, Resume, RunCheckpoint
 from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
 from pipelines.training.data import Source, TrainingStream, training_stream
 from pipelines.training.loss_scale import LossScale
@@ -156,7 +156,8 @@ def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, worker
     ``skip`` restores the position the checkpoint saved (a restart then costs the same at any
     step), or replays the stream past the batches it consumed when it saved none (a checkpoint of
     several workers, or of a run before positions were saved); ``replay`` always replays and saves
-    no position; ``restart`` starts the stream over. Either way a one-worker stream's position is
+    no position; ``restart`` starts the stream over. A position reading a file that moved with its
+    run_dir is replayed to instead. Either way a one-worker stream's position is
     saved with every checkpoint from now on, unless ``replay``.
     """
     restore = config.data_resume == "skip" and resume.data_position and workers.count == 1
@@ -166,5 +167,12 @@ def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, worker
         skip = resume.consumed_batches * workers.replicas_per_worker
     stream = training_stream(strategy, source, workers.count, skip)
     if stream.position is not None and config.data_resume != "replay":
-        checkpoint.track_data(stream.position, restore=restore)
+        try:
+            checkpoint.track_data(stream.position, restore=restore)
+        except DataPositionLost as lost:
+            # Exact still, only slower: the run_dir was moved since the position was saved.
+            logger.warning("%s; replaying the stream to where the checkpoint left it instead", lost)
+            stream = training_stream(strategy, source, workers.count,
+                                     resume.consumed_batches * workers.replicas_per_worker)
+            checkpoint.track_data(stream.position, restore=False)
     return stream

@@ -195,9 +195,6 @@ def test_make_serve_serves_the_champion_of_a_copied_run_dir(moved_runs, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a training checkpoint keeps its tf.data iterator's state, which names the "
-                                       "token cache by its absolute path (pipelines/training): the moved run's "
-                                       "train stage fails to restore it")
 def test_a_moved_run_dir_resumes_its_unfinished_mlflow_run_there(moved_runs):
     """The copy's MLflow run, left unfinished as a killed flow run leaves it, is resumed by the flow
     run given the copy as its run_dir; its state file and store name the copy."""

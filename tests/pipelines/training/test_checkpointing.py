@@ -1,6 +1,7 @@
 """The run's checkpoint alone: the directory it claims, the state it saves and restores, bad weights."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import tensorflow as tf
 from keras_transformer.checkpoints.model_checkpoint import model_config_dict
 from pipelines.config import ConfigError
 from pipelines.training import TrainingDivergedError
-from pipelines.training.checkpointing import Resume, RunCheckpoint
+from pipelines.training.checkpointing import DataPositionLost, Resume, RunCheckpoint
 from pipelines.training.loss_scale import LossScale
 from pipelines.training.workers import Workers
 from tests.pipelines.training.conftest import tiny_model
@@ -100,3 +101,23 @@ def test_a_position_that_does_not_fit_the_pipeline_names_the_setting(tmp_path, s
     other.restore()
     with pytest.raises(ConfigError, match=r"ckpt-1: the data position saved in it does not fit .*train\.data_resume"):
         other.track_data(iter(tf.data.Dataset.range(10).batch(2).repeat()), restore=True)
+
+
+def test_a_position_reading_a_file_that_moved_says_so(tmp_path, strategy):
+    # tf.data's saved position names the absolute path of the file it was reading; the runner
+    # catches this and replays a new stream instead (tests/flows/test_run_dir_relocation.py).
+    (tmp_path / "a").mkdir()
+    with tf.io.TFRecordWriter(str(tmp_path / "a" / "cache.tfrecord")) as writer:
+        for i in range(10):
+            writer.write(str(i).encode())
+    checkpoint, _ = run_checkpoint(tmp_path / "ckpt", strategy)
+    stream = iter(tf.data.TFRecordDataset(str(tmp_path / "a" / "cache.tfrecord")).repeat())
+    checkpoint.track_data(stream, restore=False)
+    next(stream)
+    checkpoint.save(1, consumed_batches=1, train_seconds=0.5)
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    other, _ = run_checkpoint(tmp_path / "ckpt", strategy)
+    other.restore()
+    moved = iter(tf.data.TFRecordDataset(str(tmp_path / "b" / "cache.tfrecord")).repeat())
+    with pytest.raises(DataPositionLost, match=r"ckpt-1: the data position saved in it reads a file that is gone"):
+        other.track_data(moved, restore=True)
