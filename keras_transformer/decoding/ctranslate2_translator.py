@@ -18,8 +18,10 @@ validation split instead:
   translation does not depend on what else was asked with it (a served request, the evaluation's
   batches).
 - ``repetition_guard`` (no third copy in a row of an n-gram) has no equal in the engine's search: the
-  engine returns its whole beam and the best hypothesis without such a loop is taken (the best one if
-  all loop); the engine's ``no_repeat_ngram_size`` (no n-gram twice anywhere) may be added to it.
+  engine returns its whole beam and the best hypothesis whose text does not loop
+  (:mod:`keras_transformer.decoding.loops`) is taken; a sentence whose every hypothesis loops is decoded
+  again with no bigram of pieces twice (the engine's ``no_repeat_ngram_size=2``, which no loop of
+  three copies survives). The engine's ``no_repeat_ngram_size`` may also be set for every sentence.
 - ``coverage_penalty`` maps to the engine's, GNMT's too.
 """
 
@@ -39,10 +41,15 @@ from keras_transformer.decoding.ctranslate2_export import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
 )
+from keras_transformer.decoding.loops import repeated_ngram
 from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.decoding.settings import DecodingSettings
 
 logger = logging.getLogger(__name__)
+
+#: What a sentence whose every hypothesis loops is decoded again with: three copies in a row of any
+#: n-gram of pieces hold one of its bigrams twice.
+LOOP_RETRY = {"no_repeat_ngram_size": 2}
 
 #: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments).
 ENGINE_OPTIONS = ("beam_size", "length_penalty", "coverage_penalty", "no_repeat_ngram_size")
@@ -152,30 +159,45 @@ class CTranslate2Translator:
                 ids[i] = row[: self._source_limit - 1]
         return ids
 
-    def _options(self, lengths: list[int], n_best: bool, greedy: bool) -> dict:
+    def _options(self, lengths: list[int], every_hypothesis: bool, greedy: bool) -> dict:
         # Per sentence in our search; per batch in the engine's (lengths: source pieces, EOS included).
         longest = min(max(lengths) + self.decoding.max_length_offset, self._output_limit)
         if greedy:
             return {"beam_size": 1, "max_decoding_length": longest, "min_decoding_length": 0}
         floor = int(np.floor(self.decoding.min_length_ratio * max(min(lengths) - 1, 0)))
         options = dict(self.engine, max_decoding_length=longest, min_decoding_length=floor)
-        if n_best or self.decoding.repetition_guard:
-            options.update(num_hypotheses=options["beam_size"], return_scores=n_best)
+        if every_hypothesis:
+            options.update(num_hypotheses=options["beam_size"])
         return options
 
     def _translate(self, sentences: list[str], batch_size: int, n_best: bool, greedy: bool) -> list:
+        guard = bool(self.decoding.repetition_guard) and not (n_best or greedy)
+        hypotheses = self._decode(sentences, batch_size, n_best or guard, greedy)
+        if n_best:
+            return hypotheses
+        if not guard:
+            return [texts[0] if texts else "" for texts in hypotheses]
+        chosen = [without_loops(texts) for texts in hypotheses]
+        looping = [i for i, text in enumerate(chosen) if text is None]
+        if looping:
+            again = self._decode([sentences[i] for i in looping], batch_size, True, False, LOOP_RETRY)
+            for i, texts in zip(looping, again):
+                chosen[i] = without_loops(texts) or (texts[0] if texts else hypotheses[i][0])
+        return [text if text is not None else "" for text in chosen]
+
+    def _decode(self, sentences: list[str], batch_size: int, every_hypothesis: bool, greedy: bool,
+                override: dict | None = None) -> list[list[str]]:
+        """Per sentence, its translations best first (every finished hypothesis, or the best only)."""
         encoded = self._encode(sentences)
         outputs: list = [None] * len(sentences)
         for batch in _batches_of_one_length([len(ids) for ids in encoded], batch_size):
             tokens = [list(self._source_pieces[encoded[i]]) + [self._eos_piece] for i in batch]
             lengths = [len(t) for t in tokens]
-            results = self.engine_translator.translate_batch(tokens, max_input_length=0,
-                                                             **self._options(lengths, n_best, greedy))
+            options = {**self._options(lengths, every_hypothesis, greedy), **(override or {})}
+            results = self.engine_translator.translate_batch(tokens, max_input_length=0, **options)
             for i, length, result in zip(batch, lengths, results):
                 limit = min(length + self.decoding.max_length_offset, self._output_limit)
                 outputs[i] = [[self._target_ids[t] for t in hypothesis[:limit]] for hypothesis in result.hypotheses]
-                if not (n_best or greedy) and self.decoding.repetition_guard:
-                    outputs[i] = [without_loops(outputs[i], self.decoding.repetition_guard)]
         counts = [len(hypotheses) for hypotheses in outputs]
         flat = [ids for hypotheses in outputs for ids in hypotheses]
         texts = self.target_tokenizer.detokenize(tf.ragged.constant(flat, dtype=tf.int32, ragged_rank=1)
@@ -183,8 +205,7 @@ class CTranslate2Translator:
         texts = self.target_tokenizer.restore(texts, np.repeat(sentences, counts)).numpy()
         texts = [t.decode("utf-8") for t in texts]
         split = np.cumsum([0, *counts])
-        per_input = [texts[split[k] : split[k + 1]] for k in range(len(sentences))]
-        return per_input if n_best else [hypotheses[0] if hypotheses else "" for hypotheses in per_input]
+        return [texts[split[k] : split[k + 1]] for k in range(len(sentences))]
 
 
 def _batches_of_one_length(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -199,17 +220,6 @@ def _batches_of_one_length(lengths: list[int], batch_size: int) -> list[list[int
     return batches
 
 
-def loops(ids: list[int], max_period: int, times: int = 3) -> bool:
-    """Whether ``ids`` holds ``times`` copies in a row of an n-gram, n <= ``max_period``: what the
-    repetition guard (:mod:`keras_transformer.decoding.repetition`) keeps out of our search."""
-    for m in range(1, max_period + 1):
-        for start in range(len(ids) - times * m + 1):
-            gram = ids[start : start + m]
-            if all(ids[start + k * m : start + (k + 1) * m] == gram for k in range(1, times)):
-                return True
-    return False
-
-
-def without_loops(hypotheses: list[list[int]], max_period: int) -> list[int]:
-    """The best of the engine's hypotheses (best first) that does not loop, else its best."""
-    return next((ids for ids in hypotheses if not loops(ids, max_period)), hypotheses[0])
+def without_loops(texts: list[str]) -> str | None:
+    """The best of a sentence's translations (best first) whose text does not loop; None if all do."""
+    return next((text for text in texts if repeated_ngram(text) is None), None)
