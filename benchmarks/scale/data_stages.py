@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import ROOT
+from flows.tools.process_memory import tree_rss_bytes
 from flows.tools.report import emit, machine
 
 logger = logging.getLogger("benchmarks.scale.data_stages")
@@ -66,23 +67,6 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def _tree_rss(pid: int) -> int:
-    import psutil
-
-    try:
-        process = psutil.Process(pid)
-        members = [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for member in members:
-        try:
-            total += member.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def measure(command: list[str], work_dir: Path, log_path: Path) -> dict[str, Any]:
     """Runs ``command``; its wall seconds, peak RSS (process tree, and its own) and bytes added under ``work_dir``."""
     before = tree_size(work_dir)
@@ -96,7 +80,7 @@ def measure(command: list[str], work_dir: Path, log_path: Path) -> dict[str, Any
         def sample() -> None:
             nonlocal peak
             while not done.wait(0.2):
-                peak = max(peak, _tree_rss(process.pid))
+                peak = max(peak, tree_rss_bytes(process.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()

@@ -15,7 +15,7 @@ library's (``urllib`` in threads, a new connection a request); nothing leaves th
 
 Reported: per level requests/s, latency p50/p95/p99/max over answered requests and the errors (any
 answer but 200, or none within ``--request-timeout``) by kind; the server's memory (resident set
-summed over its process tree: ``psutil`` if installed, else ``/proc/<pid>/status``) when ready,
+summed over its process tree, from ``/proc``) when ready,
 after the load and after the malformed requests, and its growth against ready. A level's figures
 hold for this machine only: the report names it (its load average at the start too).
 """
@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import ROOT
+from flows.tools.process_memory import tree_rss_bytes
 from flows.tools.report import emit
 
 logger = logging.getLogger("serve_load")
@@ -90,54 +91,9 @@ def percentile(values: list[float], q: float) -> float | None:
 # --- the server and its memory
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (read from ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            # The command name in parentheses may hold spaces: the fields after its closing one.
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:  # ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, []))
-    return tree
-
-
 def tree_rss_mb(pid: int) -> float:
     """Resident memory of ``pid`` and its descendants, in MB."""
-    try:
-        import psutil
-    except ImportError:
-        psutil = None
-    if psutil is not None:
-        try:
-            root = psutil.Process(pid)
-            processes = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return 0.0
-        total = 0
-        for process in processes:
-            try:
-                total += process.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-        return round(total / 2**20, 1)
-    kilobytes = 0
-    for member in process_tree(pid):
-        try:
-            for line in Path(f"/proc/{member}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    kilobytes += int(line.split()[1])
-        except OSError:
-            pass
-    return round(kilobytes / 1024, 1)
+    return round(tree_rss_bytes(pid) / 2**20, 1)
 
 
 def free_port() -> int:
