@@ -51,6 +51,26 @@ def write_config(tmp_path, **train):
     return path
 
 
+
+def run_translation_flow(tmp_path: Path, **changes) -> tuple[Path, object]:
+    """The flow run once on :func:`write_config`'s settings with ``changes`` merged into them (section by
+    section, key by key), from ``tmp_path`` so that nothing lands in the checkout: ``(config, result)``."""
+    from flows.translation import translation_pipeline
+
+    def merged(base, change):
+        if not (isinstance(base, dict) and isinstance(change, dict)):
+            return change
+        return {**base, **{key: merged(base.get(key), value) for key, value in change.items()}}
+
+    config = write_config(tmp_path)
+    config.write_text(yaml.safe_dump(merged(yaml.safe_load(config.read_text()), changes)))
+    previous = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        return config, translation_pipeline(str(config))
+    finally:
+        os.chdir(previous)
+
 #: Lock files of the ports :func:`free_port` handed out, held while this process lives.
 PORT_LOCKS = Path(tempfile.gettempdir()) / "keras-transformer-test-ports"
 _held_ports: list = []
@@ -163,3 +183,18 @@ def tiny_pyfunc(tokenizer, path: Path) -> Path:
 
     export = tiny_transformer(tokenizer.vocab_size).export_decoder(path / "export", tokenizer)
     return save_pyfunc("translation", export, ["The package.", "A library."], path / "pyfunc")
+
+
+def champion_outputs(run_tmp: Path, result, column: str, sources: list[str], monkeypatch, log: Path):
+    """What a finished run's champion answers for ``sources`` in the output ``column``: loaded as a
+    pyfunc through ``models:/``, and served by ``mlflow models serve`` (as ``make serve``)."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    model_uri = f"models:/{result.promotion.model}@champion"
+    loaded = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sources}))[column].tolist()
+    served = [p[column] for p in served_predictions(model_uri, uri, "source", sources, log)]
+    return loaded, served

@@ -1,13 +1,11 @@
 """A run that exports for CTranslate2: the engine's translations are scored, and served exactly."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.flows.conftest import write_config
+from tests.flows.conftest import champion_outputs, run_translation_flow
 
 pytest.importorskip("ctranslate2")
 
@@ -16,22 +14,11 @@ SCORED = 16
 
 @pytest.fixture(scope="module")
 def engine_run(tmp_path_factory):
-    from flows.translation import translation_pipeline
-
     tmp_path = tmp_path_factory.mktemp("ct2-flow")
-    config = write_config(tmp_path)
-    settings = yaml.safe_load(config.read_text())
-    settings["evaluation"]["max_sentences"] = SCORED
-    settings["evaluation"]["decoding"]["repetition_guard"] = 4
-    settings["export"] = {"format": "ctranslate2", "quantization": "int8"}
-    settings["tracking"]["registered_model"] = "flow-test-ct2"
-    config.write_text(yaml.safe_dump(settings))
-    previous = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        result = translation_pipeline(str(config))
-    finally:
-        os.chdir(previous)
+    _, result = run_translation_flow(
+        tmp_path, evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4}},
+        export={"format": "ctranslate2", "quantization": "int8"},
+        tracking={"registered_model": "flow-test-ct2"})
     return tmp_path, result
 
 
@@ -56,21 +43,12 @@ def test_the_engine_s_translations_are_scored_on_both_test_splits_and_promoted_o
 
 def test_the_registered_pyfunc_and_the_served_model_give_the_engine_s_scored_translations(
         engine_run, tmp_path, monkeypatch):
-    import mlflow.pyfunc
-    import pandas as pd
 
-    from .conftest import served_predictions
 
     run_tmp, result = engine_run
     scored_dir = Path(result.run_path) / "export-evaluation"
     sources = scored_dir.joinpath("sources.txt").read_text("utf-8").splitlines()
     scored = scored_dir.joinpath("hypotheses.txt").read_text("utf-8").splitlines()
     assert len(sources) == len(scored) == SCORED and len(set(scored)) > 1, scored
-    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model_uri = f"models:/{result.promotion.model}@champion"
-    assert mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sources}))["translation"].tolist() \
-        == scored
-    served = served_predictions(model_uri, uri, "source", sources, tmp_path / "serve.log")
-    assert [p["translation"] for p in served] == scored
+    assert champion_outputs(run_tmp, result, "translation", sources, monkeypatch, tmp_path / "serve.log") \
+        == (scored, scored)

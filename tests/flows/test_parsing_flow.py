@@ -124,14 +124,11 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
                                                                                      monkeypatch):
     """What a user gets (export, ``models:/...@champion`` loaded or served) is what the flow scored,
     tree for tree, on every scored sentence, for either parser."""
-    import mlflow.pyfunc
-    import pandas as pd
-
     from keras_transformer.decoding.export import load_exported
     from pipelines.tasks.parsing.linearize import best_tree
     from pipelines.tasks.parsing.parse_cli import ptb_tokenize
 
-    from .conftest import served_predictions
+    from .conftest import champion_outputs
 
     run_tmp, result = request.getfixturevalue(flow)
     evaluation = Path(result.run_path) / "evaluation"
@@ -150,15 +147,8 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     # Not a vacuous comparison: most trees have phrases, which a wrong export would get wrong.
     assert sum(tree.count("(") - len(s.split()) >= 3 for tree, s in zip(scored, sentences)) >= len(scored) // 2
 
-    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model_uri = f"models:/{result.promotion.model}@champion"
-    pyfunc = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sentences}))
-    assert pyfunc["tree"].tolist() == scored
-
-    served = served_predictions(model_uri, uri, "source", sentences, tmp_path / "serve.log")
-    assert [p["tree"] for p in served] == scored
+    assert champion_outputs(run_tmp, result, "tree", sentences, monkeypatch, tmp_path / "serve.log") \
+        == (scored, scored)
 
 
 # The .keras path of the seq2seq parser is the translation command's, tested there.

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.flows.conftest import REPO, free_port, wait_until_it_answers, write_config
+from tests.flows.conftest import (
+    REPO,
+    champion_outputs,
+    free_port,
+    run_translation_flow,
+    wait_until_it_answers,
+    write_config,
+)
 from tests.flows.prefect_api import flow_run_logs
 
 SCORED = 24
@@ -20,22 +27,11 @@ SCORED = 24
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One whole run of the flow; the tests below read it and run the flow again beside it."""
-    from flows.translation import translation_pipeline
-
     tmp_path = tmp_path_factory.mktemp("flow")
-    config = write_config(tmp_path)
-    settings = yaml.safe_load(config.read_text())
-    settings["evaluation"]["max_sentences"] = SCORED  # enough to compare what is shipped with it
-    # A decoding option the export must carry in its graph for the comparison below to hold.
-    settings["evaluation"]["decoding"]["repetition_guard"] = 4
-    settings["evaluation"]["decoding"]["min_length_ratio"] = 0.5  # and a length floor, another
-    config.write_text(yaml.safe_dump(settings))
-    previous = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        result = translation_pipeline(str(config))
-    finally:
-        os.chdir(previous)
+    # Enough sentences to compare what is shipped with it; a guard and a length floor, decoding
+    # options the export must carry in its graph for the comparison to hold.
+    config, result = run_translation_flow(
+        tmp_path, evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5}})
     return tmp_path, config, result
 
 
@@ -289,12 +285,9 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
         finished_run, tmp_path, monkeypatch):
     """What a user gets (the export, ``models:/...@champion`` loaded or served over HTTP) translates
     every scored sentence into exactly the string the evaluation scored."""
-    import mlflow.pyfunc
-    import pandas as pd
 
     from keras_transformer.decoding.export import load_exported
 
-    from .conftest import served_predictions
 
     run_tmp, _, result = finished_run
     evaluation = Path(result.run_path) / "evaluation"
@@ -316,14 +309,8 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
     assert url in scored[next(i for i, source in enumerate(sources) if url in source)]
     assert export.translate(sources) == scored
 
-    uri = json.loads((run_tmp / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    model_uri = f"models:/{result.promotion.model}@champion"
-    assert mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"source": sources}))["translation"].tolist() \
-        == scored
-    served = served_predictions(model_uri, uri, "source", sources, tmp_path / "serve.log")
-    assert [p["translation"] for p in served] == scored
+    assert champion_outputs(run_tmp, result, "translation", sources, monkeypatch, tmp_path / "serve.log") \
+        == (scored, scored)
 
 
 def test_two_purposes_promote_into_two_registered_models(finished_run, tmp_path):
