@@ -197,8 +197,12 @@ class Tracker:
         uri = resolve_tracking_uri(config, run_dir)
         require_server(uri)
         local = uri == store_uri(run_dir)
-        if local:  # a copied or moved run_dir: its store's places are made the run_dir's own again
-            relocate_store(run_dir)
+        # A copied or moved run_dir: its store's places are made the run_dir's own again, and MLflow's
+        # artifact repositories, cached by run id for the process's life, forgotten with the old places.
+        if local and relocate_store(run_dir):
+            from mlflow.tracking._tracking_service import utils as tracking_utils
+
+            tracking_utils._artifact_repos_cache.clear()
         client = MlflowClient(uri, registry_uri=uri)
         experiment = client.get_experiment_by_name(config.experiment)
         if experiment is None:
