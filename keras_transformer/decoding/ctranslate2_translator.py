@@ -182,7 +182,8 @@ class CTranslate2Translator:
         if looping:
             again = self._decode([sentences[i] for i in looping], batch_size, True, False, LOOP_RETRY)
             for i, texts in zip(looping, again):
-                chosen[i] = without_loops(texts) or (texts[0] if texts else hypotheses[i][0])
+                text = without_loops(texts)
+                chosen[i] = text if text is not None else (texts[0] if texts else hypotheses[i][0])
         return [text if text is not None else "" for text in chosen]
 
     def _decode(self, sentences: list[str], batch_size: int, every_hypothesis: bool, greedy: bool,
