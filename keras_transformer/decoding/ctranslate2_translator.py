@@ -20,8 +20,10 @@ validation split instead:
 - ``repetition_guard`` (no third copy in a row of an n-gram) has no equal in the engine's search: the
   engine returns its whole beam and the best hypothesis whose text does not loop
   (:mod:`keras_transformer.decoding.loops`) is taken; a sentence whose every hypothesis loops is decoded
-  again with no bigram of pieces twice (the engine's ``no_repeat_ngram_size=2``, which no loop of
-  three copies survives). The engine's ``no_repeat_ngram_size`` may also be set for every sentence.
+  again with no bigram of pieces twice (the engine's ``no_repeat_ngram_size=2``). Words are not
+  pieces (a word's pieces differ by where it stands: "▁ent" alone, "ent" inside "entmen"), so text
+  that still loops then ends before the copy that makes the loop (:func:`~keras_transformer.decoding.loops.cut_loops`).
+  The engine's ``no_repeat_ngram_size`` may also be set for every sentence.
 - ``coverage_penalty`` maps to the engine's, GNMT's too.
 """
 
@@ -41,14 +43,14 @@ from keras_transformer.decoding.ctranslate2_export import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
 )
-from keras_transformer.decoding.loops import repeated_ngram
+from keras_transformer.decoding.loops import cut_loops, repeated_ngram
 from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.decoding.settings import DecodingSettings
 
 logger = logging.getLogger(__name__)
 
 #: What a sentence whose every hypothesis loops is decoded again with: three copies in a row of any
-#: n-gram of pieces hold one of its bigrams twice.
+#: n-gram of pieces hold one of its bigrams twice, so what loops after it is a word's pieces differing.
 LOOP_RETRY = {"no_repeat_ngram_size": 2}
 
 #: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments).
@@ -183,7 +185,7 @@ class CTranslate2Translator:
             again = self._decode([sentences[i] for i in looping], batch_size, True, False, LOOP_RETRY)
             for i, texts in zip(looping, again):
                 text = without_loops(texts)
-                chosen[i] = text if text is not None else (texts[0] if texts else hypotheses[i][0])
+                chosen[i] = text if text is not None else cut_loops(texts[0] if texts else hypotheses[i][0])
         return [text if text is not None else "" for text in chosen]
 
     def _decode(self, sentences: list[str], batch_size: int, every_hypothesis: bool, greedy: bool,

@@ -24,6 +24,8 @@ _IN_WORD = re.compile(r"([^\W\d_]{3,}?)\1\1")
 #: words a single letter repeats legitimately ("C, C++, C#"); inside one, none of the ~160,000
 #: reference sentences of the bundled corpora's splits does it.
 _LETTER_STUTTER = re.compile(r"(?<![^\W\d_])([^\W\d_])([^\w\s])\1\2\1(?![^\W\d_])")
+#: What joined the cut-off copy to the one before it ("Code-Code-", "ent ent,").
+_TRAILING_JOINERS = re.compile(r"[\s,;:/-]+$")
 #: How many times in a row, and the longest n-gram looked for (in words).
 TIMES = 3
 MAX_N = 8
@@ -37,6 +39,24 @@ def _has_letters(gram: Sequence[str]) -> bool:
     return any(any(c.isalpha() for c in piece) for piece in gram)
 
 
+def _first_loop(text: str, times: int, max_n: int) -> tuple[str, int] | None:
+    """The first loop in ``text`` and the character offset where its last copy starts."""
+    words = list(_WORDS.finditer(text))
+    pieces = [w.group() for w in words]
+    for n in range(1, max_n + 1):
+        for start in range(len(pieces) - times * n + 1):
+            gram = pieces[start:start + n]
+            if all(pieces[start + k * n:start + (k + 1) * n] == gram for k in range(1, times)) \
+                    and _has_letters(gram):
+                return " ".join(gram), words[start + (times - 1) * n].start()
+    for word in re.finditer(r"\S+", text):
+        match = _IN_WORD.search(word.group()) or _LETTER_STUTTER.search(word.group())
+        if match:
+            copy = (len(match.group()) + (match.re is _LETTER_STUTTER)) // times
+            return match.group(1), word.start() + match.start() + (times - 1) * copy
+    return None
+
+
 def repeated_ngram(text: str, times: int = TIMES, max_n: int = MAX_N) -> str | None:
     """The first n-gram (n <= ``max_n`` words) that ``text`` repeats ``times`` times in a row, or None.
 
@@ -48,15 +68,14 @@ def repeated_ngram(text: str, times: int = TIMES, max_n: int = MAX_N) -> str | N
     the same punctuation ("z.B.B.B."). Returned as the words joined by spaces (the n-gram, once), for
     the record.
     """
-    pieces = _WORDS.findall(text)
-    for n in range(1, max_n + 1):
-        for start in range(len(pieces) - times * n + 1):
-            gram = pieces[start:start + n]
-            if all(pieces[start + k * n:start + (k + 1) * n] == gram for k in range(1, times)) \
-                    and _has_letters(gram):
-                return " ".join(gram)
-    for word in text.split():
-        match = _IN_WORD.search(word) or _LETTER_STUTTER.search(word)
-        if match:
-            return match.group(1)
-    return None
+    found = _first_loop(text, times, max_n)
+    return found[0] if found else None
+
+
+def cut_loops(text: str, times: int = TIMES, max_n: int = MAX_N) -> str:
+    """``text`` ended before the copy that makes each loop: what a reader can use of a translation
+    whose decoder fell into one (as the paper's search ends at the length limit, this ends at the loop).
+    """
+    while (found := _first_loop(text, times, max_n)) is not None:
+        text = _TRAILING_JOINERS.sub("", text[:found[1]])
+    return text
