@@ -22,12 +22,17 @@ the problem; a direct ``predict`` raises the same :class:`RequestError`):
   its length, never cut: send it as several rows (sentences or paragraphs);
 - at most :data:`MAX_SENTENCES_PER_REQUEST` (64) rows a request, so that one request cannot hold a
   worker for much longer than others; more go in further requests.
+
+Each server worker decodes on ``KERAS_TRANSFORMER_THREADS`` threads (:data:`THREADS_VARIABLE`, ``make
+serve THREADS=N``; unset or 0: the engine's default, every core), read when the model loads.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 
 import mlflow.pyfunc
 import pandas as pd
@@ -42,6 +47,10 @@ OUTPUT_COLUMNS = {"translation": "translation", "parsing": "tree"}
 MAX_SOURCE_CHARACTERS = 2000
 #: The most rows one request may hold.
 MAX_SENTENCES_PER_REQUEST = 64
+#: The environment variable that holds each worker's decoding threads.
+THREADS_VARIABLE = "KERAS_TRANSFORMER_THREADS"
+
+logger = logging.getLogger(__name__)
 
 
 class RequestError(MlflowException):
@@ -101,6 +110,25 @@ def request_sentences(model_input) -> list[str]:
     return [str(value) for value in values]
 
 
+def serving_threads() -> int:
+    """Each worker's decoding threads from :data:`THREADS_VARIABLE` (0: the engine's default)."""
+    text = os.environ.get(THREADS_VARIABLE, "").strip() or "0"
+    if not text.isdigit():
+        raise MlflowException(f"{THREADS_VARIABLE}={text!r}: expected a whole number of threads (0: every core)")
+    return int(text)
+
+
+def _limit_tensorflow_threads(threads: int) -> None:
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already ran something in this process: its pools are fixed
+        logger.warning("%s=%d comes too late for this process's TensorFlow; it keeps its threads",
+                       THREADS_VARIABLE, threads)
+
+
 class ExportedModel(mlflow.pyfunc.PythonModel):
     """Wraps an export directory (artifact ``export``); ``task`` decides the output form."""
 
@@ -113,8 +141,11 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
 
         # Models saved before models-from-code carry the task on the pickled object instead.
         self.task = (context.model_config or {}).get("task", self.task)
+        threads = serving_threads()
+        if threads:
+            _limit_tensorflow_threads(threads)
         with without_identity_notice():  # the SavedModel's SentencePiece ops load their models
-            self.translator = load_exported(context.artifacts["export"])
+            self.translator = load_exported(context.artifacts["export"], threads=threads)
 
     # The DataFrame hint tells MLflow the input's form; the schema is the explicit signature's.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:

@@ -2,18 +2,20 @@
 real HTTP clients.
 
     python -m benchmarks.speed.serve_load --model-uri models:/transformer-demo@champion \\
-        --tracking-uri sqlite:///$PWD/runs/demo/mlflow.db [--workers 1] [--levels 1,8,32] [--seconds 60] \\
-        [--max-requests 20000] [--sentences FILE] [--output benchmarks/results/serve-load-<date>.json]
+        --tracking-uri sqlite:///$PWD/runs/demo/mlflow.db [--workers 1] [--threads 0] [--rows 1] \\
+        [--levels 1,8,32] [--seconds 60] [--max-requests 20000] [--sentences FILE] \\
+        [--output benchmarks/results/serve-load-<date>.json]
 
-Starts the server (``--workers`` uvicorn workers), sends one warm-up request, then for each level of
-``--levels`` runs that many concurrent clients for ``--seconds`` (or until ``--max-requests`` requests
-at that level), each client sending one sentence a request, the sentences of ``--sentences`` (default:
+Starts the server (``--workers`` uvicorn workers, each decoding on ``--threads`` threads: the served
+model's ``KERAS_TRANSFORMER_THREADS``), sends one warm-up request, then for each level of ``--levels``
+runs that many concurrent clients for ``--seconds`` (or until ``--max-requests`` requests at that
+level), each client sending ``--rows`` sentences a request, the sentences of ``--sentences`` (default:
 the bundled DDTP En-De test sources) in turn. Then a set of malformed and borderline requests, each
 timed with its status and one-line message, and a short request sent while the longest allowed
 source is decoded (how long one long input holds other clients back). The clients are the standard
 library's (``urllib`` in threads, a new connection a request); nothing leaves the loopback interface.
 
-Reported: per level requests/s, latency p50/p95/p99/max over answered requests and the errors (any
+Reported: per level requests/s and sentences/s, latency p50/p95/p99/max over answered requests and the errors (any
 answer but 200, or none within ``--request-timeout``) by kind; the server's memory (resident set
 summed over its process tree, from ``/proc``) when ready,
 after the load and after the malformed requests, and its growth against ready. A level's figures
@@ -106,10 +108,12 @@ class Server:
     """``mlflow models serve`` of ``model_uri`` on 127.0.0.1, in a process group of its own."""
 
     def __init__(self, model_uri: str, tracking_uri: str | None, workers: int, log: Path,
-                 startup_timeout: float, attempts: int = 3):
+                 startup_timeout: float, attempts: int = 3, threads: int = 0):
+        from flows.serving import THREADS_VARIABLE
+
         # As with the virtual environment activated (make serve): the server runs its uvicorn.
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        env = {**os.environ, "PATH": path, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        env = {**os.environ, "PATH": path, "TF_CPP_MIN_LOG_LEVEL": "2", THREADS_VARIABLE: str(threads)}
         if tracking_uri:
             env.update(MLFLOW_TRACKING_URI=tracking_uri, MLFLOW_REGISTRY_URI=tracking_uri)
         self.log = log
@@ -164,8 +168,8 @@ class Server:
 
 
 def run_level(url: str, sentences: list[str], clients: int, seconds: float, max_requests: int,
-              request_timeout: float) -> dict:
-    """``clients`` threads sending one sentence a request for ``seconds`` (at most ``max_requests``
+              request_timeout: float, rows: int = 1) -> dict:
+    """``clients`` threads sending ``rows`` sentences a request for ``seconds`` (at most ``max_requests``
     requests started in all)."""
     order, lock = itertools.cycle(range(len(sentences))), threading.Lock()
     started_requests = [0]
@@ -179,9 +183,9 @@ def run_level(url: str, sentences: list[str], clients: int, seconds: float, max_
                 if started_requests[0] >= max_requests:
                     return
                 started_requests[0] += 1
-                index = next(order)
+                batch = [sentences[next(order)] for _ in range(rows)]
             tick = time.perf_counter()
-            status, text = post(f"{url}/invocations", body([sentences[index]]), request_timeout)
+            status, text = post(f"{url}/invocations", body(batch), request_timeout)
             took = time.perf_counter() - tick
             with lock:
                 if status == 200:
@@ -198,6 +202,7 @@ def run_level(url: str, sentences: list[str], clients: int, seconds: float, max_
         "clients": clients, "seconds": round(elapsed, 2), "requests": len(latencies) + sum(errors.values()),
         "answered": len(latencies), "errors": sum(errors.values()), "error_kinds": dict(errors),
         "requests_per_second": round(len(latencies) / elapsed, 2) if elapsed else None,
+        "sentences_per_second": round(rows * len(latencies) / elapsed, 2) if elapsed else None,
         "latency_seconds": {name: (None if value is None else round(value, 4)) for name, value in (
             ("p50", percentile(latencies, 50)), ("p95", percentile(latencies, 95)),
             ("p99", percentile(latencies, 99)), ("max", max(latencies) if latencies else None))},
@@ -258,7 +263,7 @@ def long_input_hold(url: str, max_characters: int, request_timeout: float) -> di
 def measure(args, sentences: list[str], log: Path) -> dict:
     from flows.serving import MAX_SENTENCES_PER_REQUEST, MAX_SOURCE_CHARACTERS
 
-    server = Server(args.model_uri, args.tracking_uri, args.workers, log, args.startup_timeout)
+    server = Server(args.model_uri, args.tracking_uri, args.workers, log, args.startup_timeout, threads=args.threads)
     try:
         logger.info("serving %s on %s (%d worker(s)), ready after %.1f s", args.model_uri, server.url,
                     args.workers, server.startup_seconds)
@@ -271,9 +276,11 @@ def measure(args, sentences: list[str], log: Path) -> dict:
         memory["after_first_request"] = server.rss_mb()
         levels = []
         for clients in args.levels:
-            level = run_level(server.url, sentences, clients, args.seconds, args.max_requests, args.request_timeout)
-            logger.info("%d client(s): %d requests, %s/s, p50 %s s, p99 %s s, %d errors", clients,
-                        level["requests"], level["requests_per_second"], level["latency_seconds"]["p50"],
+            level = run_level(server.url, sentences, clients, args.seconds, args.max_requests, args.request_timeout,
+                              args.rows)
+            logger.info("%d client(s): %d requests, %s/s (%s sentences/s), p50 %s s, p99 %s s, %d errors", clients,
+                        level["requests"], level["requests_per_second"], level["sentences_per_second"],
+                        level["latency_seconds"]["p50"],
                         level["latency_seconds"]["p99"], level["errors"])
             levels.append(level)
         memory["after_load"] = server.rss_mb()
@@ -304,6 +311,9 @@ def main(argv=None) -> int:
     parser.add_argument("--model-uri", required=True, help="what `mlflow models serve -m` takes")
     parser.add_argument("--tracking-uri", help="MLflow tracking and registry URI for a models:/ URI")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers (default 1, as make serve)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="each worker's decoding threads (KERAS_TRANSFORMER_THREADS; 0, the default: every core)")
+    parser.add_argument("--rows", type=int, default=1, help="sentences a request (default 1)")
     parser.add_argument("--levels", type=lambda text: [int(n) for n in text.split(",")], default=list(LEVELS),
                         help="concurrent clients of each level, comma-separated (default 1,8,32)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of load at each level")
@@ -316,14 +326,16 @@ def main(argv=None) -> int:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     if args.workers < 1 or args.seconds <= 0 or args.max_requests < 1 or not args.levels \
-            or min(args.levels) < 1:
-        parser.error("--workers, --seconds, --max-requests and every level must be positive")
+            or min(args.levels) < 1 or args.threads < 0 or not 1 <= args.rows <= 64:
+        parser.error("--workers, --seconds, --max-requests and every level must be positive, --threads at "
+                     "least 0, --rows 1 to 64")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     sentences = read_sentences(args.sentences)
     with tempfile.TemporaryDirectory(prefix="serve-load-") as scratch:
         log = args.server_log or Path(scratch) / "server.log"
         measured = measure(args, sentences, log)
     report = {"benchmark": "serve_load", "model_uri": args.model_uri, "workers": args.workers,
+              "threads": args.threads, "rows_per_request": args.rows,
               "seconds_per_level": args.seconds, "max_requests_per_level": args.max_requests,
               "sentences": {"file": str(args.sentences), "count": len(sentences)}, **measured}
     emit(report, args.output)

@@ -19,8 +19,7 @@ from keras_transformer.layers.positional_encoding import (
 from keras_transformer.layers.word_alignment import WordAlignment
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.presets import DecodingSettings, TrainingRecipe, get_preset
-from keras_transformer.training.losses import LabelSmoothedCrossEntropy
-from keras_transformer.training.metrics import MaskedAccuracy, Perplexity
+from keras_transformer.training.compile import RecipeCompile
 
 
 class DecoderOutput(NamedTuple):
@@ -32,7 +31,7 @@ class DecoderOutput(NamedTuple):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(RecipeCompile, keras.Model):
     """Encoder-decoder Transformer of "Attention Is All You Need".
 
     Takes ``(source_ids, target_input_ids)`` (or a dict with those keys) of int ids padded with
@@ -351,46 +350,7 @@ class Transformer(keras.Model):
             word_states=self.word_states(source_ids, encoder_outputs),
         ).logits
 
-    # ------------------------------------------------------------------ training set-up
-
-    def compile(
-        self,
-        optimizer="auto",
-        loss="auto",
-        metrics="auto",
-        *,
-        label_smoothing=None,
-        warmup_steps=None,
-        learning_rate_scale=None,
-        **kwargs,
-    ):
-        """``keras.Model.compile`` with the paper's recipe for every argument left at "auto".
-
-        optimizer: Adam(0.9, 0.98, 1e-9) on the warm-up schedule (5.3); loss: label-smoothed
-        cross-entropy over non-padding tokens (5.4); metrics: token accuracy and perplexity.
-        ``label_smoothing``, ``warmup_steps`` and ``learning_rate_scale`` (a factor on the
-        schedule) default to the preset's recipe. The recipe's time budget and its decay of the
-        rate to zero belong to the training stage (``pipelines.training``), which knows how far a
-        run is; ``fit`` gets equation (3) alone.
-        """
-        given = {"label_smoothing": label_smoothing, "warmup_steps": warmup_steps,
-                 "learning_rate_scale": learning_rate_scale}
-        recipe = dataclasses.replace(self.training_recipe, **{k: v for k, v in given.items() if v is not None})
-        if optimizer == "auto":
-            optimizer = recipe.optimizer(self.config.d_model)
-        if loss == "auto":
-            loss = LabelSmoothedCrossEntropy(recipe.label_smoothing, pad_id=self.config.pad_id)
-        if metrics == "auto":
-            metrics = [MaskedAccuracy(self.config.pad_id), Perplexity(self.config.pad_id)]
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-
-    def compile_from_config(self, config):
-        # The stored config holds the concrete optimizer, loss and metrics that compile()
-        # resolved, so the overridden compile() can take them back as they are.
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
+    # ------------------------------------------------------------------ training and decoding
 
     # How the model is used, asked of the model rather than of its type (the span parser answers too).
     architecture = "transformer"

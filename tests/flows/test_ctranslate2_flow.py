@@ -43,8 +43,11 @@ def test_the_engine_s_translations_are_scored_on_both_test_splits_and_promoted_o
 
 def test_the_registered_pyfunc_and_the_served_model_give_the_engine_s_scored_translations(
         engine_run, tmp_path, monkeypatch):
+    import mlflow.pyfunc
 
+    from flows.serving import THREADS_VARIABLE
 
+    monkeypatch.setenv(THREADS_VARIABLE, "1")  # one engine thread a worker, as the README advises
     run_tmp, result = engine_run
     scored_dir = Path(result.run_path) / "export-evaluation"
     sources = scored_dir.joinpath("sources.txt").read_text("utf-8").splitlines()
@@ -52,3 +55,5 @@ def test_the_registered_pyfunc_and_the_served_model_give_the_engine_s_scored_tra
     assert len(sources) == len(scored) == SCORED and len(set(scored)) > 1, scored
     assert champion_outputs(run_tmp, result, "translation", sources, monkeypatch, tmp_path / "serve.log") \
         == (scored, scored)
+    loaded = mlflow.pyfunc.load_model(f"models:/{result.promotion.model}@champion").unwrap_python_model()
+    assert loaded.translator.threads == 1

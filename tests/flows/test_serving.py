@@ -14,7 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pytest
 
-from flows.serving import MAX_SENTENCES_PER_REQUEST, MAX_SOURCE_CHARACTERS, RequestError, request_sentences
+from flows.serving import (
+    MAX_SENTENCES_PER_REQUEST,
+    MAX_SOURCE_CHARACTERS,
+    THREADS_VARIABLE,
+    RequestError,
+    request_sentences,
+    serving_threads,
+)
 
 from .conftest import invocations_request, serve_command, serve_env, start_on_a_free_port, tiny_pyfunc
 
@@ -152,3 +159,16 @@ def test_a_lone_column_or_a_list_is_the_sentences():
     assert request_sentences(pd.DataFrame({"text": ["a", "b"]})) == ["a", "b"]
     assert request_sentences(["a", ""]) == ["a", ""]
     assert request_sentences(pd.DataFrame({"source": pd.Series([], dtype=object)})) == []
+
+
+def test_the_threads_variable_is_read_and_a_bad_one_named(monkeypatch):
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.delenv(THREADS_VARIABLE, raising=False)
+    assert serving_threads() == 0
+    monkeypatch.setenv(THREADS_VARIABLE, " 2 ")
+    assert serving_threads() == 2
+    for bad in ("two", "-1", "1.5"):
+        monkeypatch.setenv(THREADS_VARIABLE, bad)
+        with pytest.raises(MlflowException, match=f"KERAS_TRANSFORMER_THREADS='{bad}': expected a whole number"):
+            serving_threads()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.speed import serve_load
 from tests.flows.conftest import tiny_pyfunc
 
@@ -15,11 +17,12 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
     output = tmp_path / "report.json"
     status = serve_load.main(["--model-uri", str(pyfunc), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
                               "--seconds", "2", "--max-requests", "200", "--sentences", str(sentences),
+                              "--threads", "1", "--rows", "2",
                               "--server-log", str(tmp_path / "server.log"), "--output", str(output)])
     report = json.loads(output.read_text())
     assert json.loads(capsys.readouterr().out) == report
     assert status == 0 and report["errors"] == 0 and report["server"]["answers_after_malformed"]
-    assert report["sentences"]["count"] == 3
+    assert report["sentences"]["count"] == 3 and (report["threads"], report["rows_per_request"]) == (1, 2)
     assert [level["clients"] for level in report["levels"]] == [1, 8, 32]
     for level in report["levels"]:
         assert level["errors"] == 0 and level["error_kinds"] == {}, level
@@ -27,6 +30,7 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
         latency = level["latency_seconds"]
         assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
         assert level["requests_per_second"] > 0
+        assert level["sentences_per_second"] == pytest.approx(2 * level["requests_per_second"], abs=0.02)
     memory = report["memory_mb"]
     assert all(memory[key] > 100 for key in ("ready", "after_load", "after_malformed"))  # TensorFlow is loaded
     assert {"after_load_growth_percent", "after_malformed_growth_percent"} <= set(memory)

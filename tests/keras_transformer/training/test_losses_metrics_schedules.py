@@ -90,20 +90,3 @@ def test_loss_rejects_bad_smoothing():
         LabelSmoothedCrossEntropy(1.5)
     loss = LabelSmoothedCrossEntropy(0.2, pad_id=1)
     assert keras.losses.deserialize(keras.losses.serialize(loss)).get_config() == loss.get_config()
-
-
-def test_compile_takes_the_presets_learning_rate_scale():
-    import keras_transformer as kt
-
-    # The peak, at the last warm-up step (0-based iteration warmup - 1).
-    paper = kt.Transformer.from_preset("base", vocab_size=100, num_layers=1)
-    paper.compile()
-    assert float(paper.optimizer._learning_rate(3999)) == pytest.approx(512**-0.5 * 4000**-0.5)
-    small = kt.Transformer.from_preset("cpu-small", vocab_size=100)
-    small.compile()
-    recipe = kt.get_preset("cpu-small").training
-    peak = recipe.warmup_steps - 1
-    assert float(small.optimizer._learning_rate(peak)) == pytest.approx(
-        recipe.learning_rate_scale * 256**-0.5 * recipe.warmup_steps**-0.5)
-    small.compile(learning_rate_scale=1.0)
-    assert float(small.optimizer._learning_rate(peak)) == pytest.approx(256**-0.5 * recipe.warmup_steps**-0.5)
