@@ -2,7 +2,8 @@
 #   make demo   installs everything into .venv and runs the translation pipeline on the CPU
 #   make test   installs everything into .venv and runs the test suite
 # and one serves a registered model over HTTP (no virtualenv to activate):
-#   make serve [MODEL=models:/NAME@champion TRACKING_URI=sqlite:///runs/RUN_DIR/mlflow.db PORT=5001]
+#   make serve [MODEL=models:/NAME@champion TRACKING_URI=sqlite:///runs/RUN_DIR/mlflow.db PORT=5001
+#               WORKERS=1 THREADS=0]
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -19,6 +20,9 @@ MODEL ?= models:/translation-ddtp-en-de-cpu-small@champion
 TRACKING_URI ?= sqlite:///runs/cpu-small/mlflow.db
 HOST ?= 127.0.0.1
 PORT ?= 5001
+# Server processes, and the decoding threads of each (0: every core); README, "Serving settings".
+WORKERS ?= 1
+THREADS ?= 0
 
 .PHONY: install demo test benchmark serve clean
 
@@ -50,8 +54,9 @@ benchmark: install
 # store that was copied or moved is made to name its models where they are now (flows/relocation.py).
 serve:
 	$(PY) -m flows.relocation "$(TRACKING_URI)"
-	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI="$(TRACKING_URI)" \
-	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT)
+	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI="$(TRACKING_URI)" KERAS_TRANSFORMER_THREADS=$(THREADS) \
+	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT) \
+	  --workers $(WORKERS)
 
 clean:
 	rm -rf runs .pytest_cache

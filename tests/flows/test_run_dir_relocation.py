@@ -177,7 +177,8 @@ def test_make_serve_serves_the_champion_of_a_copied_run_dir(moved_runs, tmp_path
                                                              "MLFLOW_REGISTRY_URI")}
     server, port = start_on_a_free_port(
         lambda port: ["make", "-C", str(REPO), "serve", "MODEL=models:/flow-test@champion",
-                      f"TRACKING_URI={store_uri(served)}", f"PORT={port}", f"VENV={venv.parent}"],
+                      f"TRACKING_URI={store_uri(served)}", f"PORT={port}", f"VENV={venv.parent}",
+                      "WORKERS=1", "THREADS=1"],
         "/ping", tmp_path / "serve.log", 600, env={**env, "PATH": path})
     try:
         request = invocations_request(f"http://127.0.0.1:{port}", "source", ["A library.", "The package."])
