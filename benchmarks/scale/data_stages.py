@@ -18,8 +18,8 @@ target tokens a step by accumulation) runs the same stages on the same prepared 
 ``--paper-steps`` training steps: that a GPU user's first run reaches training.
 
 The report is rewritten after every stage, so a long run's finished sizes are kept. Timings are
-of whatever else the machine runs (``machine.load_average``; ``shared_machine`` says so): the
-ratios between sizes are what the targets are about. ``--smoke`` runs two tiny sizes with a
+of the machine as it was (its load average is recorded with each stage, ``machine_at_last_stage``;
+``timings`` says so): the ratios between sizes are what the targets are about. ``--smoke`` runs two tiny sizes with a
 small vocabulary, for the test suite.
 """
 
@@ -102,8 +102,8 @@ class Report:
         self.data: dict[str, Any] = {
             "benchmark": "benchmarks.scale.data_stages", "issue": 60,
             "date": datetime.date.today().isoformat(),
-            "shared_machine": "timings taken while a training run and other agents' tests shared the 2 cores "
-                              "(see machine.load_average); the ratios between sizes are what the targets concern",
+            "timings": "seconds on this machine as it was, its load average recorded at each stage "
+                       "(machine_at_last_stage); the ratios between sizes are what the targets concern",
             "config": CPU_SMALL, "paper_config": PAPER, "targets": TARGETS, "sizes": {}, "paper": {},
             "arguments": {k: v for k, v in vars(args).items() if k != "output"}}
 
