@@ -118,7 +118,8 @@ def serving_threads() -> int:
     return int(text)
 
 
-def _limit_tensorflow_threads(threads: int) -> None:
+def limit_tensorflow_threads(threads: int) -> None:
+    """TensorFlow's op threads in this process: ``threads`` inside an op, one op at a time."""
     import tensorflow as tf
 
     try:
@@ -143,7 +144,7 @@ class ExportedModel(mlflow.pyfunc.PythonModel):
         self.task = (context.model_config or {}).get("task", self.task)
         threads = serving_threads()
         if threads:
-            _limit_tensorflow_threads(threads)
+            limit_tensorflow_threads(threads)
         with without_identity_notice():  # the SavedModel's SentencePiece ops load their models
             self.translator = load_exported(context.artifacts["export"], threads=threads)
 

@@ -47,13 +47,6 @@ SPLITS = ("test", "test_unseen")
 # ---------------------------------------------------------------------------------- one engine (a worker process)
 
 
-def _set_threads(threads: int) -> None:
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-
-
 def _load(engine: str, paths: dict, threads: int):
     if engine == "keras":
         from keras_transformer.decoding.translator import load_translator
@@ -92,7 +85,9 @@ def worker(engine: str, threads: int, paths: dict, inputs: dict, greedy: bool) -
     """Loads ``engine`` on ``threads`` threads and translates every split of ``inputs``, an export through
     the served pyfunc's ``predict``; timings and outputs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    _set_threads(threads)
+    from flows.serving import limit_tensorflow_threads
+
+    limit_tensorflow_threads(threads)  # as a served worker limits them
     start = time.perf_counter()
     translator = _load(engine, paths, threads)
     if engine != "keras":
