@@ -20,6 +20,7 @@ from pipelines.input_pipeline import (
     make_dataset,
     make_fixed_length_dataset,
     pad_value,
+    padded_batches,
     token_dataset,
 )
 from pipelines.textfiles import DataError
@@ -110,8 +111,8 @@ def padding_report(corpus: Corpus, split: str, tokenizers: Tokenizers, config: I
     bucketed = padding_fraction(make_dataset(corpus, split, tokenizers, config, training=False),
                                 pad)
     fixed = padding_fraction(make_fixed_length_dataset(corpus, split, tokenizers, config), pad)
-    unbucketed_ds = token_dataset(corpus, split, tokenizers, config, training=False).padded_batch(
-        config.tokens_per_batch // config.max_length, padding_values=((pad, pad), pad))
+    unbucketed_ds = padded_batches(token_dataset(corpus, split, tokenizers, config, training=False),
+                                   config.tokens_per_batch // config.max_length, pad)
     unbucketed = padding_fraction(unbucketed_ds, pad)
     report = {"bucketed": bucketed, "unbucketed": unbucketed, "fixed_length": fixed}
     logger.info("padding fraction on %s %s (budget %d tokens, max_length %d): bucketed %.3f, "

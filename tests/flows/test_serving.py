@@ -172,3 +172,32 @@ def test_the_threads_variable_is_read_and_a_bad_one_named(monkeypatch):
         monkeypatch.setenv(THREADS_VARIABLE, bad)
         with pytest.raises(MlflowException, match=f"KERAS_TRANSFORMER_THREADS='{bad}': expected a whole number"):
             serving_threads()
+
+
+def test_freed_heap_memory_goes_back_to_the_system():
+    """What a worker does after each request: freed pages below a live block, which ``free`` keeps,
+    are returned, so the process's resident memory falls back."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import ctypes, json
+        from flows.serving import release_freed_memory
+        from flows.tools.process_memory import tree_rss_bytes
+        import os
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc.restype = ctypes.c_void_p
+        blocks = [libc.malloc(64 * 1024) for _ in range(1600)]  # 100 MiB, under the mmap threshold
+        for block in blocks:
+            ctypes.memset(block, 1, 64 * 1024)
+        for block in blocks[:-1]:  # the last one stays: the heap's top cannot shrink past it
+            libc.free(ctypes.c_void_p(block))
+        held = tree_rss_bytes(os.getpid())
+        released = release_freed_memory()
+        print(json.dumps([held, tree_rss_bytes(os.getpid()), released]))
+    """)
+    held, after, released = json.loads(subprocess.run([sys.executable, "-c", script], check=True,
+                                                      capture_output=True, text=True).stdout)
+    assert released
+    assert held - after > 80 * 2**20, (held, after)

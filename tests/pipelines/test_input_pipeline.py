@@ -141,3 +141,44 @@ def test_batches_come_without_tf_data_autotuning(ddtp_corpus, tokenizer, config)
         assert dataset.repeat().skip(1).options().autotune.enabled is False
     fixed = make_fixed_length_dataset(ddtp_corpus, "validation", tokenizer, config)
     assert fixed.options().autotune.enabled is False
+
+
+def test_records_handled_in_batches_give_the_stream_one_at_a_time_gives(ddtp_corpus, tokenizer, config):
+    """The batched parse, filter and special tokens change nothing the shuffle or a saved data
+    position sees: the same elements in the same order as the record-by-record pipeline."""
+    short = InputConfig(**{**config.__dict__, "max_length": 24})  # leaves some pairs out
+    path = input_pipeline.build_cache(ddtp_corpus, "validation", tokenizer, short)
+
+    def one_at_a_time():
+        limit = short.max_length - 1
+        for source, target in input_pipeline.cache_records(path).map(input_pipeline._parse).as_numpy_iterator():
+            if len(source) <= limit and len(target) <= limit:
+                yield ((np.append(source, tokenizer.eos_id), np.insert(target, 0, tokenizer.bos_id)),
+                       np.append(target, tokenizer.eos_id))
+
+    batched = input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, short, training=False)
+    assert batched.element_spec[1].shape.as_list() == [None]
+    expected, got = list(one_at_a_time()), list(batched.as_numpy_iterator())
+    assert 0 < len(got) == len(expected) < ddtp_corpus.counts["validation"]
+    for ((s, t_in), t_out), ((es, et_in), et_out) in zip(got, expected):
+        assert np.array_equal(s, es) and np.array_equal(t_in, et_in) and np.array_equal(t_out, et_out)
+
+
+def test_batches_are_tf_datas_buckets(ddtp_corpus, tokenizer, config):
+    """The batch-at-a-time padding makes exactly ``bucket_by_sequence_length``'s batches, shuffled
+    and repeated as in training."""
+    cfg = InputConfig(**{**config.__dict__, "repeat": True})
+    elements = input_pipeline.token_dataset(ddtp_corpus, "validation", tokenizer, cfg, training=True)
+    reference = elements.map(lambda inputs, target: (inputs, target)).bucket_by_sequence_length(
+        lambda inputs, target: tf.maximum(tf.shape(inputs[0])[0], tf.shape(target)[0]),
+        cfg.boundaries(), cfg.bucket_batch_sizes(), padding_values=((0, 0), 0))
+    got = make_dataset(ddtp_corpus, "validation", tokenizer, cfg, training=True)
+    one_epoch = sum(1 for _ in make_dataset(ddtp_corpus, "validation", tokenizer, config, training=True))
+    batches = 0
+    for ((s, t_in), t_out), ((es, et_in), et_out) in zip(got.take(2 * one_epoch).as_numpy_iterator(),
+                                                          reference.as_numpy_iterator()):
+        assert s.shape == es.shape and t_in.shape == et_in.shape
+        assert np.array_equal(s, es) and np.array_equal(t_in, et_in) and np.array_equal(t_out, et_out)
+        batches += 1
+    assert batches == 2 * one_epoch > 10
+    assert got.element_spec[1].shape.as_list() == [None, None]
