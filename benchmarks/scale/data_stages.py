@@ -1,7 +1,8 @@
 """The translation flow's data stages at the paper's data size, by simulation (issue 60).
 
     python -m benchmarks.scale.data_stages [--sizes 30000,300000,1200000,4500000] [--paper-size 1200000] \\
-        [--work-dir DIR] [--output benchmarks/results/scale-data-stages-DATE.json] [--smoke]
+        [--work-dir DIR] [--output benchmarks/results/scale-data-stages-DATE.json] [--smoke] \\
+        [--stages input --merge]
 
 For each size N, a synthetic folder corpus of N pairs (:mod:`.synthetic`: two bundled En-De
 pairs joined, every line distinct) goes through the stages of ``configs/translation/cpu-small.yaml``
@@ -19,7 +20,8 @@ target tokens a step by accumulation) runs the same stages on the same prepared 
 
 The report is rewritten after every stage, so a long run's finished sizes are kept. Timings are
 of the machine as it was (its load average is recorded with each stage, ``machine_at_last_stage``;
-``timings`` says so): the ratios between sizes are what the targets are about. ``--smoke`` runs two tiny sizes with a
+``timings`` says so): the ratios between sizes are what the targets are about. ``--stages`` with
+``--merge`` measures some stages again on an earlier run's work directory into its report. ``--smoke`` runs two tiny sizes with a
 small vocabulary, for the test suite.
 """
 
@@ -99,13 +101,19 @@ class Report:
 
     def __init__(self, output: Path, args: argparse.Namespace):
         self.output = output
+        arguments = {k: v for k, v in vars(args).items() if k != "output"}
+        if args.merge and output.is_file():  # a later run's stages replace the same stages of the earlier ones
+            self.data = json.loads(output.read_text(encoding="utf-8"))
+            self.data.setdefault("later_runs", []).append({"date": datetime.date.today().isoformat(),
+                                                           "arguments": arguments})
+            return
         self.data: dict[str, Any] = {
             "benchmark": "benchmarks.scale.data_stages", "issue": 60,
             "date": datetime.date.today().isoformat(),
             "timings": "seconds on this machine as it was, its load average recorded at each stage "
                        "(machine_at_last_stage); the ratios between sizes are what the targets concern",
             "config": CPU_SMALL, "paper_config": PAPER, "targets": TARGETS, "sizes": {}, "paper": {},
-            "arguments": {k: v for k, v in vars(args).items() if k != "output"}}
+            "arguments": arguments}
 
     def stage(self, section: dict, name: str, figures: dict[str, Any]) -> None:
         section[name] = figures
@@ -179,15 +187,17 @@ def run_size(report: Report, n: int, args: argparse.Namespace) -> None:
     section = report.data["sizes"].setdefault(str(n), {})
     tick = time.perf_counter()
     folder = write_folder(size_dir / "folder", n)
-    section["synthetic_corpus"] = {"seconds": round(time.perf_counter() - tick, 1),
-                                   "mb": round(tree_size(folder) / 2**20, 1)}
+    if "synthetic_corpus" not in section:  # (a merged run finds it written)
+        section["synthetic_corpus"] = {"seconds": round(time.perf_counter() - tick, 1),
+                                       "mb": round(tree_size(folder) / 2**20, 1)}
     run_dir = size_dir / "cpu-small"
     run_dir.mkdir(exist_ok=True)
     settings = [f"run_dir={run_dir}", "data.source=folder", f"data.folder={folder}",
                 f"train.train_steps={args.train_steps}", f"train.checkpoint_every_steps={args.train_steps}",
                 "train.checkpoint_every_minutes=null", "train.train_minutes=0", "averaging.last_n=1", *args.settings]
     extra = ["--seconds", str(args.input_seconds)]
-    if not run_stages(report, section, f"{n:,} pairs", CPU_SMALL, settings, run_dir, STAGES, extra):
+    stages = tuple(stage for stage in STAGES if stage in args.stages)
+    if not run_stages(report, section, f"{n:,} pairs", CPU_SMALL, settings, run_dir, stages, extra):
         return
     if n in args.one_core_sizes:
         one_core_dir = size_dir / "cache-one-core"
@@ -229,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-size", type=int, default=1200000, help="0: no run of the paper's configuration")
     parser.add_argument("--paper-first", action="store_true", help="the paper's run right after its size")
     parser.add_argument("--paper-only", action="store_true", help="the paper's run alone, at --paper-size")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help="the stages run at each size (default all; a stage left out uses what the work "
+                             "directory holds from an earlier run)")
+    parser.add_argument("--merge", action="store_true",
+                        help="update the report at --output: this run's stages replace the same ones there")
     parser.add_argument("--train-steps", type=int, default=5)
     parser.add_argument("--paper-steps", type=int, default=2)
     parser.add_argument("--input-seconds", type=float, default=20.0)
@@ -237,14 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-set", dest="paper_settings", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--output", type=Path, default=None)
-    parser.add_argument("--smoke", action="store_true", help="two tiny sizes, a small vocabulary (the tests)")
+    parser.add_argument("--smoke", action="store_true", help="two tiny sizes (unless --sizes), a small vocabulary (the tests)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.smoke:
-        args.sizes, args.one_core_sizes, args.paper_size = "400,1600", "1600", 0
+        for name, smoke in (("sizes", "400,1600"), ("one_core_sizes", "1600")):  # unless given
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, smoke)
+        args.paper_size = 0
         args.train_steps, args.input_seconds = 2, 1.0
         args.settings = SMOKE_SETTINGS + args.settings
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    args.stages = [s for s in args.stages.split(",") if s]
+    if set(args.stages) - set(STAGES):
+        parser.error(f"--stages: {sorted(set(args.stages) - set(STAGES))} are not stages; stages: {', '.join(STAGES)}")
     args.one_core_sizes = {int(s) for s in args.one_core_sizes.split(",") if s}
     args.work_dir = (args.work_dir or Path(tempfile.mkdtemp(prefix="scale-"))).resolve()
     args.output = args.output or ROOT / "benchmarks" / "results" / f"scale-data-stages-{datetime.date.today()}.json"

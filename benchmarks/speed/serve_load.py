@@ -3,7 +3,7 @@ real HTTP clients.
 
     python -m benchmarks.speed.serve_load --model-uri models:/transformer-demo@champion \\
         --tracking-uri sqlite:///$PWD/runs/demo/mlflow.db [--workers 1] [--threads 0] [--rows 1] \\
-        [--levels 1,8,32] [--seconds 60] [--max-requests 20000] [--sentences FILE] \\
+        [--levels 1,8,32] [--seconds 60] [--rounds 1] [--max-requests 20000] [--sentences FILE] \\
         [--output benchmarks/results/serve-load-<date>.json]
 
 Starts the server (``--workers`` uvicorn workers, each decoding on ``--threads`` threads: the served
@@ -18,7 +18,9 @@ library's (``urllib`` in threads, a new connection a request); nothing leaves th
 Reported: per level requests/s and sentences/s, latency p50/p95/p99/max over answered requests and the errors (any
 answer but 200, or none within ``--request-timeout``) by kind; the server's memory (resident set
 summed over its process tree, from ``/proc``) when ready,
-after the load and after the malformed requests, and its growth against ready. A level's figures
+after the load and after the malformed requests, and its growth against ready; with ``--rounds N`` the
+load and the malformed requests run N times on the same server, its memory taken after each (a
+server's memory settles or keeps growing: one round cannot tell). A level's figures
 hold for this machine only: the report names it (its load average at the start too).
 """
 
@@ -274,24 +276,33 @@ def measure(args, sentences: list[str], log: Path) -> dict:
             raise RuntimeError(f"the warm-up request was answered {status}: {one_line(text)}")
         first = round(time.perf_counter() - tick, 3)
         memory["after_first_request"] = server.rss_mb()
-        levels = []
-        for clients in args.levels:
-            level = run_level(server.url, sentences, clients, args.seconds, args.max_requests, args.request_timeout,
-                              args.rows)
-            logger.info("%d client(s): %d requests, %s/s (%s sentences/s), p50 %s s, p99 %s s, %d errors", clients,
-                        level["requests"], level["requests_per_second"], level["sentences_per_second"],
-                        level["latency_seconds"]["p50"],
-                        level["latency_seconds"]["p99"], level["errors"])
-            levels.append(level)
-        memory["after_load"] = server.rss_mb()
-        malformed = []
-        for case, data, content_type in malformed_requests(MAX_SOURCE_CHARACTERS, MAX_SENTENCES_PER_REQUEST):
-            tick = time.perf_counter()
-            status, text = post(f"{server.url}/invocations", data, args.request_timeout, content_type)
-            malformed.append({"case": case, "status": status, "seconds": round(time.perf_counter() - tick, 3),
-                              "traceback": "Traceback" in text, "message": "" if status == 200 else one_line(text)})
-        hold = long_input_hold(server.url, MAX_SOURCE_CHARACTERS, args.request_timeout)
-        memory["after_malformed"] = server.rss_mb()
+        levels, malformed, hold, rounds = [], [], None, []
+        for round_ in range(1, args.rounds + 1):
+            round_levels = []
+            for clients in args.levels:
+                level = run_level(server.url, sentences, clients, args.seconds, args.max_requests,
+                                  args.request_timeout, args.rows)
+                logger.info("round %d, %d client(s): %d requests, %s/s (%s sentences/s), p50 %s s, p99 %s s, "
+                            "%d errors", round_, clients, level["requests"], level["requests_per_second"],
+                            level["sentences_per_second"], level["latency_seconds"]["p50"],
+                            level["latency_seconds"]["p99"], level["errors"])
+                round_levels.append(level)
+            memory["after_load"] = server.rss_mb()
+            malformed = []
+            for case, data, content_type in malformed_requests(MAX_SOURCE_CHARACTERS, MAX_SENTENCES_PER_REQUEST):
+                tick = time.perf_counter()
+                status, text = post(f"{server.url}/invocations", data, args.request_timeout, content_type)
+                malformed.append({"case": case, "status": status, "seconds": round(time.perf_counter() - tick, 3),
+                                  "traceback": "Traceback" in text, "message": "" if status == 200 else one_line(text)})
+            hold = long_input_hold(server.url, MAX_SOURCE_CHARACTERS, args.request_timeout)
+            memory["after_malformed"] = server.rss_mb()
+            levels = levels or round_levels
+            rounds.append({"round": round_, "after_load_mb": memory["after_load"],
+                           "after_malformed_mb": memory["after_malformed"],
+                           "requests": sum(level["requests"] for level in round_levels),
+                           "errors": sum(level["errors"] for level in round_levels)})
+            logger.info("round %d: memory %s MB after the load, %s MB after the malformed requests (ready: %s MB)",
+                        round_, memory["after_load"], memory["after_malformed"], memory["ready"])
         status, _ = post(f"{server.url}/invocations", body([sentences[0]]), args.request_timeout)
         for key in ("after_load", "after_malformed"):
             memory[f"{key}_growth_percent"] = round(100 * (memory[key] / memory["ready"] - 1), 1) \
@@ -300,7 +311,7 @@ def measure(args, sentences: list[str], log: Path) -> dict:
         server.stop()
     return {"server": {"startup_seconds": server.startup_seconds, "first_request_seconds": first,
                        "answers_after_malformed": status == 200},
-            "levels": levels, "errors": sum(level["errors"] for level in levels), "memory_mb": memory,
+            "levels": levels, "errors": sum(r["errors"] for r in rounds), "memory_mb": memory, "rounds": rounds,
             "malformed": malformed, "long_input": hold,
             "limits": {"max_source_characters": MAX_SOURCE_CHARACTERS,
                        "max_sentences_per_request": MAX_SENTENCES_PER_REQUEST}}
@@ -317,6 +328,9 @@ def main(argv=None) -> int:
     parser.add_argument("--levels", type=lambda text: [int(n) for n in text.split(",")], default=list(LEVELS),
                         help="concurrent clients of each level, comma-separated (default 1,8,32)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of load at each level")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times the levels and the malformed requests are run on the same server, its memory "
+                             "taken after each (default 1; the levels reported are the first round's)")
     parser.add_argument("--max-requests", type=int, default=20000, help="requests at most at each level")
     parser.add_argument("--request-timeout", type=float, default=120.0, help="a request unanswered by then is an error")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
@@ -325,9 +339,9 @@ def main(argv=None) -> int:
     parser.add_argument("--server-log", type=Path, help="the server's output (default: a temporary file)")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
-    if args.workers < 1 or args.seconds <= 0 or args.max_requests < 1 or not args.levels \
+    if args.workers < 1 or args.rounds < 1 or args.seconds <= 0 or args.max_requests < 1 or not args.levels \
             or min(args.levels) < 1 or args.threads < 0 or not 1 <= args.rows <= 64:
-        parser.error("--workers, --seconds, --max-requests and every level must be positive, --threads at "
+        parser.error("--workers, --rounds, --seconds, --max-requests and every level must be positive, --threads at "
                      "least 0, --rows 1 to 64")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     sentences = read_sentences(args.sentences)

@@ -17,13 +17,13 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
     output = tmp_path / "report.json"
     status = serve_load.main(["--model-uri", str(pyfunc), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
                               "--seconds", "2", "--max-requests", "200", "--sentences", str(sentences),
-                              "--threads", "1", "--rows", "2",
+                              "--threads", "1", "--rows", "2", "--rounds", "2", "--levels", "1,8",
                               "--server-log", str(tmp_path / "server.log"), "--output", str(output)])
     report = json.loads(output.read_text())
     assert json.loads(capsys.readouterr().out) == report
     assert status == 0 and report["errors"] == 0 and report["server"]["answers_after_malformed"]
     assert report["sentences"]["count"] == 3 and (report["threads"], report["rows_per_request"]) == (1, 2)
-    assert [level["clients"] for level in report["levels"]] == [1, 8, 32]
+    assert [level["clients"] for level in report["levels"]] == [1, 8]  # the first round's
     for level in report["levels"]:
         assert level["errors"] == 0 and level["error_kinds"] == {}, level
         assert 1 <= level["answered"] == level["requests"] <= 200
@@ -34,6 +34,9 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
     memory = report["memory_mb"]
     assert all(memory[key] > 100 for key in ("ready", "after_load", "after_malformed"))  # TensorFlow is loaded
     assert {"after_load_growth_percent", "after_malformed_growth_percent"} <= set(memory)
+    assert [r["round"] for r in report["rounds"]] == [1, 2] and all(r["errors"] == 0 for r in report["rounds"])
+    assert report["rounds"][-1]["after_malformed_mb"] == memory["after_malformed"]
+    assert report["rounds"][1]["requests"] >= 2
     by_case = {case["case"]: case for case in report["malformed"]}
     assert not any(case["traceback"] for case in report["malformed"])
     assert by_case["null source"]["status"] == 400 and "source[0] is null" in by_case["null source"]["message"]
