@@ -21,8 +21,8 @@ target tokens a step by accumulation) runs the same stages on the same prepared 
 The report is rewritten after every stage, so a long run's finished sizes are kept. Timings are
 of the machine as it was (its load average is recorded with each stage, ``machine_at_last_stage``;
 ``timings`` says so): the ratios between sizes are what the targets are about. ``--stages`` with
-``--merge`` measures some stages again on an earlier run's work directory into its report. ``--smoke`` runs two tiny sizes with a
-small vocabulary, for the test suite.
+``--merge`` measures some stages again on an earlier run's work directory into its report.
+``--smoke`` runs two tiny sizes with a small vocabulary, for the test suite.
 """
 
 from __future__ import annotations
@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-set", dest="paper_settings", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--output", type=Path, default=None)
-    parser.add_argument("--smoke", action="store_true", help="two tiny sizes (unless --sizes), a small vocabulary (the tests)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="two tiny sizes (unless --sizes), a small vocabulary (the tests)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.smoke:

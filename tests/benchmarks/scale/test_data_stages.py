@@ -65,7 +65,9 @@ def test_smoke_run_measures_every_stage_at_two_sizes(tmp_path):
     assert data_stages.main(["--smoke", "--sizes", "1600", "--one-core-sizes", "", "--stages", "input", "--merge",
                              "--work-dir", str(tmp_path / "work"), "--output", str(output)]) == 0
     merged = json.loads(output.read_text(encoding="utf-8"))
-    assert merged["sizes"]["400"] == report["sizes"]["400"] and merged["later_runs"][0]["arguments"]["stages"] == ["input"]
-    assert merged["sizes"]["1600"]["input"] != before and merged["sizes"]["1600"]["train"] == report["sizes"]["1600"]["train"]
+    assert merged["sizes"]["400"] == report["sizes"]["400"]
+    assert merged["later_runs"][0]["arguments"]["stages"] == ["input"]
+    assert merged["sizes"]["1600"]["input"] != before
+    assert merged["sizes"]["1600"]["train"] == report["sizes"]["1600"]["train"]
     with pytest.raises(SystemExit):
         data_stages.main(["--stages", "tokenize"])
