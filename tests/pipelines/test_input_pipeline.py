@@ -151,7 +151,10 @@ def test_records_handled_in_batches_give_the_stream_one_at_a_time_gives(ddtp_cor
 
     def one_at_a_time():
         limit = short.max_length - 1
-        for source, target in input_pipeline.cache_records(path).map(input_pipeline._parse).as_numpy_iterator():
+        features = {"source": tf.io.RaggedFeature(tf.int64), "target": tf.io.RaggedFeature(tf.int64)}
+        for record in input_pipeline.cache_records(path).as_numpy_iterator():
+            pair = tf.io.parse_single_example(record, features)
+            source, target = pair["source"].numpy().astype(np.int32), pair["target"].numpy().astype(np.int32)
             if len(source) <= limit and len(target) <= limit:
                 yield ((np.append(source, tokenizer.eos_id), np.insert(target, 0, tokenizer.bos_id)),
                        np.append(target, tokenizer.eos_id))
