@@ -340,10 +340,11 @@ def kill_and_resume(tmp_path: Path, job_yaml_data: dict, steps: int, every: int,
     for key in ("tokens", "sentences", "batches"):
         assert [r[key] for r in killed_history] == [r[key] for r in reference_history], key
     # Same data stream, optimizer state and dropout masks: the same losses, to the rounding of two
-    # processes whose kernels sum in their own order (a few 1e-7 by step 5, before any kill; ~2e-5 by step 12 at
-    # the warm-up's high rate); another batch or a lost optimizer state moves a loss by far more than 1e-4.
+    # processes whose kernels sum in their own order, which the warm-up's high rate amplifies (a few 1e-7
+    # by step 5, before any kill; up to 4e-4 by step 15 on a loaded machine); another batch or a lost
+    # optimizer state moves a loss by far more than 2e-3.
     np.testing.assert_allclose([r["loss"] for r in killed_history],
-                               [r["loss"] for r in reference_history], rtol=1e-4)
+                               [r["loss"] for r in reference_history], rtol=2e-3)
     return latest, result.stderr
 
 
