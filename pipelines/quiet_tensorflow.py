@@ -6,10 +6,15 @@ reaches those lines (tensorflow/tensorflow#100442; ``TF_CPP_MIN_LOG_LEVEL=3``,
 ``CUDA_VISIBLE_DEVICES=-1`` and absl's or glog's variables leave them): "oneDNN custom operations
 are on", "Could not find cuda drivers" (twice: once per library). "failed call to cuInit", when the
 devices are first listed, is an ERROR line after absl is set up: only ``TF_CPP_MIN_LOG_LEVEL=3``
-drops it, and with it every C++ error a user should see. Every run printed them; in a worker's log
-they read like errors, and before a command's one-line error they hid it. :func:`import_quietly`
-imports both libraries and lists the devices with fd 2 captured, then writes back every captured
-line that is not one of those, so a real error raised while importing still shows.
+drops it, and with it every C++ error a user should see. On CPUs where TensorFlow's oneDNN build
+routes transposes through oneDNN (seen on Intel CPUs with AMX), the first transpose of an integer or
+boolean tensor in a process logs, once per process, an ERROR line that is only a notice: "oneDNN
+supports DT_INT32 only on platforms with AVX-512. Falling back to the default Eigen-based
+implementation" (decoding and the input pipeline transpose integer ids). Every run printed them; in
+a worker's log they read like errors, and before a command's one-line error they hid it.
+:func:`import_quietly` imports both libraries, lists the devices and transposes one integer tensor
+(which spends that one-time notice) with fd 2 captured, then writes back every captured line that is
+not one of those, so a real error raised while importing still shows.
 ``TF_CPP_MIN_LOG_LEVEL=2`` (set here unless the user chose a level) keeps TensorFlow's later
 informational lines (XLA, tf.data) out as well.
 """
@@ -27,6 +32,7 @@ _START_UP = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|[IW]\d{4} [\d:.]+\s+\d+ (port|cudart_stub|cpu_feature_guard|dso_loader)\.cc:\d+\] .*"
     r"|E\d{4} [\d:.]+\s+\d+ (cuda_platform|cuda_executor|cuda_diagnostics)\.cc:\d+\] .*"
+    r"|E\d{4} [\d:.]+\s+\d+ util\.cc:\d+\] oneDNN supports DT_[A-Z0-9]+ only on platforms with AVX-512\. .*"
     r"|To enable the following instructions: .*)$"
 )
 
@@ -49,3 +55,15 @@ def import_quietly() -> None:
         import tensorflow_text  # noqa: F401  (its library prints the same lines when it loads)
 
         tf.config.list_physical_devices()  # initialises the platforms: the cuInit line
+        _spend_onednn_notice(tf)
+
+
+def _spend_onednn_notice(tf) -> None:
+    """Transposes one integer tensor in a graph session of its own: where oneDNN logs its
+    once-a-process fallback notice, it logs it now. A session, not an eager op, because an eager op
+    would start TensorFlow's runtime, after which threads and logical CPUs can no longer be set."""
+    graph = tf.Graph()
+    with graph.as_default():
+        transposed = tf.transpose(tf.zeros((1, 2), tf.int32))
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(transposed)

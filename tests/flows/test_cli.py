@@ -189,20 +189,6 @@ def test_help_and_a_settings_error_import_no_tensorflow_mlflow_or_prefect(tmp_pa
     assert imported and not heavy, sorted(heavy)[:10]
 
 
-@pytest.mark.parametrize("line, noise", [
-    ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR", True),
-    ("I0000 00:00:1795597593.472981    6304 port.cc:153] oneDNN custom operations are on. You may see", True),
-    ("I0000 00:00:1795597593.473890    6304 cudart_stub.cc:31] Could not find cuda drivers on your machine", True),
-    ("E0000 00:00:1795597602.546332    6304 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error", True),
-    ("E0000 00:00:1795597602.546332    6304 op_kernel.cc:52] OP_REQUIRES failed at save_restore_v2_ops", False),
-    ("Traceback (most recent call last):", False),
-])
-def test_only_tensorflows_start_up_lines_are_dropped(line, noise):
-    from pipelines.quiet_tensorflow import is_start_up_line
-
-    assert is_start_up_line(line + "\n") is noise
-
-
 #: What TensorFlow's libraries print at start-up whatever the log level (absl before InitializeLog).
 TF_START_UP = re.compile(r"^([IWE]\d{4} [\d:.]+ +\d+ \S+:\d+\]|WARNING: All log messages before absl)", re.M)
 
