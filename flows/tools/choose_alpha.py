@@ -93,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     if any(a < 0 for a in alphas):
         parser.error("alphas must be >= 0")
 
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.checkpoints.saved_model import load_translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
 
-    # A model saved before models kept their preset's decoding decodes as its run's preset (from_files
+    # A model saved before models kept their preset's decoding decodes as its run's preset (load_translator
     # reads its model_config.json), as the evaluation stage decoded it.
-    translator = Translator.from_files(model, tokenizer, args.target_tokenizer)
+    translator = load_translator(model, tokenizer, args.target_tokenizer)
     logger.info("decoding: %s", translator.decoding)
     corpus = Corpus.load(corpus_dir)
     guards = [int(g) for g in args.guards.split(",")]

@@ -391,6 +391,6 @@ class Transformer(RecipeCompile, keras.Model):
     def from_config(cls, config):
         model = cls(**config)
         # A file saved before models kept their decoding: the translator then decodes as its run's
-        # preset (``decoding.translator.run_preset_decoding``), not with the paper's defaults.
+        # preset (``checkpoints.saved_model.run_preset_decoding``), not with the paper's defaults.
         model.decoding_saved = "decoding" in config
         return model

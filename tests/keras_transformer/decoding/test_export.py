@@ -10,14 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding.export import (
-    METADATA_FILE,
-    OUTPUT_NAME,
-    SIGNATURE_KEY,
-    export_translator,
-    is_exported_translator,
-    load_exported,
-)
+from keras_transformer.decoding.export import export_translator, is_exported_translator, load_exported
+from keras_transformer.decoding.formats import METADATA_FILE, OUTPUT_NAME, SIGNATURE_KEY
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 from tests.keras_transformer.decoding import fresh_process
