@@ -165,7 +165,6 @@ def engine_options(decoding: DecodingSettings) -> dict:
     return {
         "beam_size": decoding.beam_size,
         "length_penalty": round(0.8 * decoding.length_penalty, 3),
-        "coverage_penalty": decoding.coverage_penalty,
         "no_repeat_ngram_size": 0,
     }
 

@@ -24,7 +24,6 @@ where they differ the export records engine options chosen on a validation split
   pieces (a word's pieces differ by where it stands: "▁ent" alone, "ent" inside "entmen"), so text
   that still loops then ends before the copy that makes the loop (:func:`~keras_transformer.decoding.loops.cut_loops`).
   The engine's ``no_repeat_ngram_size`` may also be set for every sentence.
-- ``coverage_penalty`` maps to the engine's, GNMT's too.
 """
 
 from __future__ import annotations
@@ -50,7 +49,8 @@ logger = logging.getLogger(__name__)
 #: n-gram of pieces hold one of its bigrams twice, so what loops after it is a word's pieces differing.
 LOOP_RETRY = {"no_repeat_ngram_size": 2}
 
-#: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments).
+#: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments);
+#: ``coverage_penalty`` is 0 wherever an export records it.
 ENGINE_OPTIONS = ("beam_size", "length_penalty", "coverage_penalty", "no_repeat_ngram_size")
 
 

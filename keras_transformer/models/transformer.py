@@ -78,7 +78,8 @@ class Transformer(RecipeCompile, keras.Model):
         if isinstance(training_recipe, dict):
             training_recipe = TrainingRecipe(**training_recipe)
         self.training_recipe = training_recipe or TrainingRecipe()
-        self.decoding = DecodingSettings(**decoding) if isinstance(decoding, dict) else decoding or DecodingSettings()
+        self.decoding = (DecodingSettings.from_dict(decoding) if isinstance(decoding, dict)
+                         else decoding or DecodingSettings())
         c = self.config
         policy = self.dtype_policy
 
