@@ -6,10 +6,11 @@
 
 import sys
 
+from flows.cli import main
 from flows.task_flows import PARSING
 
 if __name__ == "__main__":
-    sys.exit(PARSING.main())
+    sys.exit(main(PARSING))
 
 #: The flow the deployments run (``prefect.yaml``: ``flows/parsing.py:parsing_pipeline``).
 parsing_pipeline = PARSING.flow()

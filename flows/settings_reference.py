@@ -147,9 +147,10 @@ def sections() -> list[Section]:
 
 
 def _tokenizer_target() -> Section:
-    from pipelines.tokenization import TokenizerConfig
+    from pipelines.tokenization import TARGET_SETTINGS, TokenizerConfig
 
-    return Section("tokenizer.target", TokenizerConfig, skip=("shared", "target"), note=(
+    same = tuple(f.name for f in _fields(TokenizerConfig) if f.name not in TARGET_SETTINGS)
+    return Section("tokenizer.target", TokenizerConfig, skip=same, note=(
         "With `tokenizer.shared: false`, the target side's vocabulary takes the settings above and "
         "these keys where it differs, e.g. `{model_type: word, vocab_size: 200}` for the parse trees."))
 
@@ -162,6 +163,14 @@ def _model_sections(train: type) -> list[Section]:
         "Overrides of the preset's architecture (`presets.yaml`: `model`); the vocabulary sizes and "
         "the treebank's facts are filled in by the training stage."))
         for name, config in model_configs().items()]
+
+
+def settings() -> list[str]:
+    """Every setting the reference lists, as ``path.key (variant)``: each row of its tables but those of a
+    section with a table of its own."""
+    return [f"{section.path}.{item.name}".lstrip(".") + (f" ({section.variant})" if section.variant else "")
+            for section in sections() for item in _fields(section.config)
+            if item.name not in section.skip and item.name not in section.subsections]
 
 
 @functools.cache

@@ -188,7 +188,7 @@ def _decoding(preset: str):
 @task(name="evaluate", retries=1, timeout_seconds=6 * HOUR, **RETRY)
 def evaluate_task(pipeline_task: Task, model: AveragedModel, vocabulary: Vocabulary[str], corpus: PreparedCorpus,
                   config: Any, preset: str, output_dir: str) -> TaskEvaluation:
-    from keras_transformer.decoding.translator import load_translator
+    from keras_transformer.checkpoints.saved_model import load_translator
 
     translator = load_translator(model.path, *vocabulary.distinct(), decoding=_decoding(preset))
     result = pipeline_task.evaluate(translator, Path(corpus.directory), config, Path(output_dir))

@@ -3,9 +3,10 @@
 Every task runs the same pipeline (:func:`flows.pipeline.run_pipeline`); what differs is the task
 (:class:`~pipelines.tasks.base.Task`: its data and evaluation settings), the config used when none
 is given, and the pre-flight check of its data settings. Those are the fields of a
-:class:`TaskFlow`; its pipeline config class, its Prefect flow and its command line are made from
-them. ``flows/translation.py`` and ``flows/parsing.py`` only name their :class:`TaskFlow`, so that
-``python -m flows.translation`` and the deployments' entrypoints (``prefect.yaml``) stay as they are.
+:class:`TaskFlow`; its pipeline config class and its Prefect flow are made from them, and its
+command line (:func:`flows.cli.main`) runs it. ``flows/translation.py`` and ``flows/parsing.py`` only
+name their :class:`TaskFlow`, so that ``python -m flows.translation`` and the deployments'
+entrypoints (``prefect.yaml``) stay as they are.
 
 Nothing here imports Prefect, MLflow or TensorFlow: the command line reads the settings with this
 module and answers ``--help`` or a settings error in about a second; the flow imports Prefect.
@@ -68,12 +69,6 @@ class TaskFlow:
     def flow(self):
         """The task's Prefect flow, ``transformer-<task>`` (one object per task: built once)."""
         return _flow_of(self.name)
-
-    def main(self, argv: list[str] | None = None) -> int:
-        """The command line (:func:`flows.cli.main`)."""
-        from flows.cli import main
-
-        return main(self, argv)
 
 
 def check_translation_data(data: Any) -> None:

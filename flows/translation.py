@@ -5,10 +5,11 @@
 
 import sys
 
+from flows.cli import main
 from flows.task_flows import TRANSLATION
 
 if __name__ == "__main__":
-    sys.exit(TRANSLATION.main())
+    sys.exit(main(TRANSLATION))
 
 #: The flow the deployments run (``prefect.yaml``: ``flows/translation.py:translation_pipeline``).
 translation_pipeline = TRANSLATION.flow()

@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from keras_transformer.models.presets import get_preset
 from pipelines.config import ConfigError, SettingError, load_config
@@ -33,8 +33,10 @@ class AveragingConfig:
     output_dir: str = "runs/averaged"
     #: How many of the newest checkpoints; null: the preset's ``checkpoints_to_average``.
     last_n: int | None = None
-    #: Also save the averaged model as ``model.keras``.
-    save_keras: bool = True
+
+    #: Settings taken out of the product: a config naming one fails saying so (``pipelines.config``).
+    removed_settings: ClassVar[dict[str, str]] = {
+        "save_keras": "the averaged model is always saved as model.keras, which the stages after it load"}
 
     def __post_init__(self) -> None:
         if self.last_n is not None and (not isinstance(self.last_n, int) or self.last_n < 1):
@@ -61,8 +63,7 @@ def run_averaging(config: AveragingConfig) -> AveragingResult:
     last_n = checkpoints_to_average(config)
     logger.info("averaging the last %d checkpoints of %s into %s", last_n,
                 config.checkpoint_dir, config.output_dir)
-    return average_checkpoints(config.checkpoint_dir, last_n, config.output_dir,
-                               save_keras=config.save_keras)
+    return average_checkpoints(config.checkpoint_dir, last_n, config.output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

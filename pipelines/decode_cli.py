@@ -150,7 +150,7 @@ def _load_export(path: Path):
 
 
 def _load_keras(model_path: Path, tokenizer: str, target_tokenizer: str | None, decoding):
-    from keras_transformer.decoding import translator as translators
+    from keras_transformer.checkpoints import saved_model
     from keras_transformer.tokenizer import SubwordTokenizer
 
     for path in filter(None, (tokenizer, target_tokenizer)):
@@ -159,7 +159,7 @@ def _load_keras(model_path: Path, tokenizer: str, target_tokenizer: str | None, 
         except Exception as error:  # not a SentencePiece model: the parse fails inside tensorflow_text
             raise InputError(f"{path}: not a SentencePiece model: {first_line(error)}") from error
     try:
-        return translators.load_translator(model_path, tokenizer, target_tokenizer, decoding=decoding)
+        return saved_model.load_translator(model_path, tokenizer, target_tokenizer, decoding=decoding)
     except Exception as error:  # an archive Keras cannot read, or tokenizers that do not fit the model
         raise InputError(f"{model_path}: cannot load the model: {first_line(error)}") from error
 
@@ -168,7 +168,7 @@ def export_parses(path: Path) -> bool | None:
     """Whether an export is a parser, by its metadata: a chart parser's (``kind``) or a seq2seq
     export decoding under the tree constraint; ``None`` for an export older than the metadata's
     ``constraint`` field, which cannot tell."""
-    from keras_transformer.decoding.export import METADATA_FILE
+    from keras_transformer.decoding.formats import METADATA_FILE
 
     try:
         metadata = json.loads((path / METADATA_FILE).read_text("utf-8"))

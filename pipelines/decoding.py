@@ -15,7 +15,7 @@ import dataclasses
 import typing
 from typing import Any
 
-from keras_transformer.decoding.settings import DecodingSettingError, DecodingSettings
+from keras_transformer.decoding.settings import REMOVED_SETTINGS, DecodingSettingError, DecodingSettings
 from pipelines.config import SettingError
 
 
@@ -33,19 +33,35 @@ def _to_dict(self) -> dict[str, Any]:
 
 _HINTS = typing.get_type_hints(DecodingSettings)
 
-#: ``DecodingSettings`` with every field optional: ``None`` (the default) keeps the preset's value.
-DecodingOverrides = dataclasses.make_dataclass(
-    "DecodingOverrides",
-    [(f.name, _HINTS[f.name] | None, dataclasses.field(default=None)) for f in dataclasses.fields(DecodingSettings)],
-    namespace={"__post_init__": _check, "to_dict": _to_dict,
-               "__doc__": "Overrides of the preset's decoding settings, by the preset's names (null: the preset's).",
-               "__module__": __name__},
-)
+
+def overrides_class(name: str, names: tuple[str, ...], doc: str) -> type:
+    """``DecodingSettings`` with every field of ``names`` optional: ``None`` (the default) keeps the preset's value."""
+    return dataclasses.make_dataclass(
+        name,
+        [(f.name, _HINTS[f.name] | None, dataclasses.field(default=None))
+         for f in dataclasses.fields(DecodingSettings) if f.name in names],
+        namespace={"__post_init__": _check, "to_dict": _to_dict,
+                   "removed_settings": {name: why for name, (_, why) in REMOVED_SETTINGS.items()},
+                   "__doc__": doc, "__module__": __name__},
+    )
+
+
+#: A translation's overrides: any decoding setting.
+DecodingOverrides = overrides_class(
+    "DecodingOverrides", DecodingSettings.names(),
+    "Overrides of the preset's decoding settings, by the preset's names (null: the preset's).")
+#: A parse's: a tree repeats brackets, is one sentence and ends where its words do, so the repetition
+#: guard, sentence splitting and the length floor stay the parser preset's (off).
+PARSE_DECODING = ("beam_size", "length_penalty", "max_length_offset")
+ParseDecodingOverrides = overrides_class(
+    "ParseDecodingOverrides", PARSE_DECODING,
+    "Overrides of the parser preset's beam search (null: the preset's); its other decoding settings are off "
+    "for trees.")
 
 
 #: The settings an evaluation config named one by one before ``decoding`` held them all.
 MOVED_TO_DECODING = {name: f"now decoding.{name}" for name in DecodingSettings.names()} | {
-    "alpha": "now decoding.length_penalty"}
+    "alpha": "now decoding.length_penalty"} | {name: why for name, (_, why) in REMOVED_SETTINGS.items()}
 
 
 def decode(translator, sentences: list[str], overrides, batch_size: int, **options) -> tuple[list, dict[str, Any]]:

@@ -41,8 +41,8 @@ def choose_engine_options(export_dir: str | Path, evaluate: Callable[[Any, Path]
     ``evaluate(translator, output_dir)`` scores a translator on the validation split and returns a
     :class:`~pipelines.tasks.base.TaskEvaluation` (its ``score`` and ``looping_hypotheses`` metric).
     """
-    from keras_transformer.decoding.ctranslate2_export import METADATA_FILE
     from keras_transformer.decoding.ctranslate2_translator import CTranslate2Translator
+    from keras_transformer.decoding.formats import METADATA_FILE
 
     metadata_path = Path(export_dir) / METADATA_FILE
     metadata = json.loads(metadata_path.read_text("utf-8"))

@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # imported where used: reading the settings must not import i
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT_VERSION = 1
+#: Sentences tokenized at a time when the cache is written.
+TOKENIZE_BATCH = 1024
 
 
 @dataclasses.dataclass
@@ -81,10 +83,6 @@ class InputConfig:
     cache_dir: str | None = None
     #: Repeat a training dataset indefinitely (otherwise the caller repeats it).
     repeat: bool = False
-    #: Prepare the next batches while the model trains.
-    prefetch: bool = True
-    #: Sentences tokenized at a time when the cache is written.
-    tokenize_batch_size: int = 1024
     #: ``only``: a training paragraph pair whose two sides split into as many sentences (list items too) trains as
     #: those sentence pairs (``pipelines.sentence_pairs``); ``none``: paragraphs whole. Validation and test stay
     #: whole.
@@ -94,12 +92,14 @@ class InputConfig:
     removed_settings: ClassVar[dict[str, str]] = {
         "subword_dropout": DROPPED,
         "bucket_by": f"batches are bucketed by the longer side; bucket_by: source {DROPPED}",
+        "prefetch": "the input pipeline always prepares the next batches while the model trains",
+        "tokenize_batch_size": f"the cache is written {TOKENIZE_BATCH} sentences at a time",
     }
     removed_values: ClassVar[dict[str, dict[str, str]]] = {"sentence_pairs": {"add": DROPPED, "only_aligned": DROPPED}}
 
     def __post_init__(self) -> None:
         # Each out of range fails only later and far from here (TensorFlow's shuffle, an empty cache).
-        for name in ("tokens_per_batch", "shuffle_buffer", "tokenize_batch_size"):
+        for name in ("tokens_per_batch", "shuffle_buffer"):
             if getattr(self, name) < 1:
                 raise SettingError(self, name, "must be a positive integer")
         if self.max_length < 2:
@@ -189,7 +189,7 @@ def build_cache(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inpu
     try:
         with tf.io.TFRecordWriter(tmp) as writer:
             for records, chunk_lengths in encoded(paragraphs(), source_tok.serialized_model, target_model,
-                                                  sentence_pairs, config.tokenize_batch_size, workers):
+                                                  sentence_pairs, TOKENIZE_BATCH, workers):
                 for record in records:
                     writer.write(record)
                 lengths.append(chunk_lengths)
@@ -360,9 +360,7 @@ def make_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: Inp
 
     dataset = token_dataset(corpus, split, tokenizers, config, training).group_by_window(
         bucket, lambda key, window: padded_batches(window, sizes[key], pad), window_size_func=lambda key: sizes[key])
-    if config.prefetch:
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return dataset
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_fixed_length_dataset(corpus: Corpus, split: str, tokenizers: Tokenizers, config: InputConfig,

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+#: What the target side's model may set apart from the source's (``tokenizer.target``): the rest (the sample,
+#: the threads, ``verbatim``, whose placeholders are filled from the source) is the same for both sides.
+TARGET_SETTINGS = ("vocab_size", "model_type", "character_coverage", "byte_fallback", "normalization_rule_name")
 
 
 @dataclasses.dataclass
@@ -90,10 +93,13 @@ class TokenizerConfig:
                 raise SettingError(self, "target", f"{gone[0]}{gone[1]}", at=gone[0])
             if self.shared:
                 raise SettingError(self, "target", "needs shared: false (one vocabulary has one model)")
-            allowed = {f.name for f in dataclasses.fields(self)} - {"target", "shared"}
-            unknown = sorted(set(self.target) - allowed)
+            unknown = sorted(set(self.target) - {f.name for f in dataclasses.fields(self)})
             if unknown:
                 raise SettingError(self, "target", f"unknown setting(s) {unknown}")
+            same = sorted(set(self.target) - set(TARGET_SETTINGS))
+            if same:
+                raise SettingError(self, "target", f"{same} cannot differ between the sides; the target's model sets "
+                                                   f"{', '.join(TARGET_SETTINGS)}")
             try:
                 self.target_side()  # checks the target's settings now, not after the source's training
             except SettingError as err:

@@ -197,3 +197,106 @@ def test_the_type_check_finder_sees_a_check(tmp_path):
     inside.parent.mkdir(parents=True)
     inside.write_text(probe.read_text("utf-8"), "utf-8")
     assert model_type_checks(inside, tmp_path) == []
+
+
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(packages=("keras_transformer", "pipelines", "flows"), root: Path = REPO) -> dict[str, set[str]]:
+    """``{module: the modules of root it imports}``, from the source: imports at module level, in
+    functions and under ``TYPE_CHECKING`` alike, absolute or relative. ``from a import b`` imports
+    module ``a.b`` if there is one, else a name of ``a`` (its ``__init__``)."""
+    graph = {}
+    for top in packages:
+        for path in sorted((root / top).rglob("*.py")):
+            name = module_name(path, root)
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            targets = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+                if isinstance(node, ast.Import):
+                    targets.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                        base = ".".join(parent + ([node.module] if node.module else []))
+                    submodules = {f"{base}.{alias.name}" for alias in node.names}
+                    found = {m for m in submodules if module_file(m, root) is not None}
+                    targets.update(found)
+                    if len(found) < len(submodules):
+                        targets.add(base)
+            graph[name] = {t for t in targets if t != name and module_file(t, root) is not None}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) per group of modules that import each other, directly or not."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = {stack.pop()}
+            while module not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    cycles = []
+    for group in groups:
+        start = min(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # the shortest way round from start, inside the group
+            module = queue.pop(0)
+            for other in sorted(graph[module] & group):
+                if other == start:
+                    cycles.append([*paths[module], start])
+                    queue = []
+                    break
+                if other not in paths:
+                    paths[other] = [*paths[module], other]
+                    queue.append(other)
+    return sorted(cycles)
+
+
+def test_no_module_imports_itself_through_others():
+    """A circle of imports is a name in the wrong module; an import hidden in a function keeps the
+    circle (it only moves the failure to whoever calls first)."""
+    cycles = import_cycles(import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_check_sees_every_form_of_import(tmp_path):
+    # Guard: a circle through a function's import, one through a relative import and the package's
+    # __init__, and a package importing its own submodules (no circle).
+    for name, text in {"lib/__init__.py": "from lib.core import api\n",
+                       "lib/core.py": "def api():\n    from lib import helpers\n",
+                       "lib/helpers.py": "from .core import api\n",
+                       "lib/user.py": "from . import helpers\n",
+                       "app/__init__.py": "",
+                       "app/a.py": "from app.b import x\n",
+                       "app/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app import a\n",
+                       "tidy/__init__.py": "from tidy.one import f\n",
+                       "tidy/one.py": "from tidy import two\n",
+                       "tidy/two.py": "import os\n"}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(("lib", "app", "tidy"), tmp_path)
+    assert graph["lib.user"] == {"lib.helpers"} and graph["tidy.one"] == {"tidy.two"}
+    assert import_cycles(graph) == [["app.a", "app.b", "app.a"], ["lib.core", "lib.helpers", "lib.core"]]

@@ -80,15 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.checkpoints.saved_model import load_translator
     from pipelines.corpus import Corpus
 
     run = args.run.resolve()
     run_dir = run.parents[1] if run.parent.name == "runs" else run.parent
     corpus = Corpus.load(args.corpus or run_dir / "data" / "treebank-sample")
     tokenizers = args.tokenizers or run_dir / "tokenizer"
-    translator = Translator.from_files(run / "averaged" / "model.keras", tokenizers / "spm_en.model",
-                                       tokenizers / "spm_tree.model")
+    translator = load_translator(run / "averaged" / "model.keras", tokenizers / "spm_en.model",
+                                 tokenizers / "spm_tree.model")
     pairs = list(corpus.pairs(args.split))[: args.max_sentences]
     results = [measure(translator, pairs, int(beam), args.alpha, args.max_length_offset, args.batch_size)
                for beam in args.beams.split(",")]

@@ -43,10 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import keras
 
-    import keras_transformer.models.span_parser  # noqa: F401  (registers classes)
     from benchmarks.probes.bench_parser_beams import measure
     from benchmarks.probes.checkpoint_windows import averaged_windows
-    from keras_transformer.decoding.translator import load_translator
+    from keras_transformer.checkpoints.saved_model import load_translator  # registers the model classes too
     from keras_transformer.tokenizer import SubwordTokenizer
     from pipelines.corpus import Corpus
     from pipelines.tasks.parsing.calibration import bias_f1

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--run {args.run}: its run_dir needs one tokenizer/*.model and one data/*/manifest.json")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.checkpoints.saved_model import load_translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
     from pipelines.training.state import read_metrics
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         windows = averaged_windows(run / "train", (int(w) for w in args.windows.split(",")), Path(scratch))
         for window, checkpoints, averaged in windows:
-            translator = Translator.from_files(averaged.keras_model, found["tokenizer"])
+            translator = load_translator(averaged.keras_model, found["tokenizer"])
             first = int(checkpoints[0].rsplit("-", 1)[1])
             result = {"window": window, "shipped": window == shipped_window, "checkpoints": checkpoints,
                       "fraction_of_run": round((last_step - first) / last_step, 3)}

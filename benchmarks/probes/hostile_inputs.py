@@ -125,7 +125,8 @@ def tiny_models(work: Path) -> dict[str, Path]:
 
     import keras_transformer as kt
     from flows.registry import save_pyfunc
-    from keras_transformer.decoding.export import METADATA_FILE, export_translator
+    from keras_transformer.decoding.export import export_translator
+    from keras_transformer.decoding.formats import METADATA_FILE
     from keras_transformer.decoding.settings import DecodingSettings
     from keras_transformer.tokenizer import SubwordTokenizer
 

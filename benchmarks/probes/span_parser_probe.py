@@ -58,7 +58,7 @@ class Vocab:
 def encode(trees, tokenizer, word_starts: np.ndarray, vocab: Vocab):
     """Per tree: (piece ids, span label matrix, tag ids); unseen labels/tags count as no
     constituent / are ignored (only dev and test can hold them)."""
-    from keras_transformer.models.span_parser.model import IGNORE
+    from keras_transformer.models.span_parser.targets import IGNORE
     from pipelines.tasks.parsing.chart import span_labels
 
     pieces = tokenizer.tokenize([" ".join(tree.words()) for tree in trees]).to_list()
@@ -79,7 +79,7 @@ def encode(trees, tokenizer, word_starts: np.ndarray, vocab: Vocab):
 
 def batches(examples, words_per_batch: int, shuffle: bool, rng: random.Random):
     """Length-sorted batches of about ``words_per_batch`` words, padded."""
-    from keras_transformer.models.span_parser.model import IGNORE
+    from keras_transformer.models.span_parser.targets import IGNORE
 
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][2]))
     groups, group, words = [], [], 0

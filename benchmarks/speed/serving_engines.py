@@ -49,7 +49,7 @@ SPLITS = ("test", "test_unseen")
 
 def _load(engine: str, paths: dict, threads: int):
     if engine == "keras":
-        from keras_transformer.decoding.translator import load_translator
+        from keras_transformer.checkpoints.saved_model import load_translator
 
         return load_translator(paths["model"], paths["tokenizer"])
     from keras_transformer.decoding.export import load_exported
@@ -150,7 +150,7 @@ def prepare(args, work: Path) -> tuple[dict, dict, dict]:
 
 
 def _set_engine(path: Path, options: dict) -> None:
-    from keras_transformer.decoding.ctranslate2_export import METADATA_FILE
+    from keras_transformer.decoding.formats import METADATA_FILE
 
     metadata = json.loads((path / METADATA_FILE).read_text("utf-8"))
     metadata["engine"] = {**metadata["engine"], **options}

@@ -11,8 +11,7 @@ and the best is the one to put in the pipeline config's ``evaluation.decoding.le
 
 ``--guards 0,4`` also tries the repetition guard (``evaluation.decoding.repetition_guard``: no third copy in a
 row of an n-gram of up to 4 pieces begins, :mod:`keras_transformer.decoding.repetition`) at every alpha, and
-the pair is chosen together; ``--coverage 0,0.2`` likewise tries GNMT's coverage penalty
-(``evaluation.decoding.coverage_penalty``). ``--confirm-on test`` then scores the chosen alpha with and without
+the pair is chosen together. ``--confirm-on test`` then scores the chosen alpha with and without
 the guard on that split (and its companions, e.g. ``test_unseen``): issue 20 keeps the guard only
 if it helps BLEU on both test splits. Nothing is chosen on a test split.
 
@@ -46,10 +45,8 @@ def run_files(run: Path) -> dict[str, Path | None]:
 
 
 def choose(results: list[dict]) -> dict:
-    """The best alpha (guard, coverage penalty) by BLEU; a tie goes to the milder change: no guard, no
-    coverage penalty, the smaller alpha."""
-    return max(results, key=lambda r: (round(r["bleu"], 6), -r.get("repetition_guard", 0),
-                                       -r.get("coverage_penalty", 0.0), -r["alpha"]))
+    """The best alpha (and guard) by BLEU; a tie goes to the smaller alpha and no guard (the milder change)."""
+    return max(results, key=lambda r: (round(r["bleu"], 6), -r.get("repetition_guard", 0), -r["alpha"]))
 
 
 def summary(result) -> dict:
@@ -74,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-sentences", type=int, help="only the first N sentences (quick looks)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--guards", default="0", help="comma-separated repetition_guard values (0: off)")
-    parser.add_argument("--coverage", default="0", help="comma-separated coverage_penalty values (0: none)")
     parser.add_argument("--confirm-on", help="score the chosen alpha with and without the guard on this test split")
     parser.add_argument("--output", type=Path, help="also write the JSON report here")
     parser.add_argument("--keep", type=Path, help="keep each decoding's files (translations, scores) here")
@@ -93,54 +89,46 @@ def main(argv: list[str] | None = None) -> int:
     if any(a < 0 for a in alphas):
         parser.error("alphas must be >= 0")
 
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.checkpoints.saved_model import load_translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
 
-    # A model saved before models kept their preset's decoding decodes as its run's preset (from_files
+    # A model saved before models kept their preset's decoding decodes as its run's preset (load_translator
     # reads its model_config.json), as the evaluation stage decoded it.
-    translator = Translator.from_files(model, tokenizer, args.target_tokenizer)
+    translator = load_translator(model, tokenizer, args.target_tokenizer)
     logger.info("decoding: %s", translator.decoding)
     corpus = Corpus.load(corpus_dir)
     guards = [int(g) for g in args.guards.split(",")]
-    coverages = [float(c) for c in args.coverage.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as temporary:
         scratch = args.keep or temporary
-        def score(split, alpha, guard, coverage, extra_splits=()):
+        def score(split, alpha, guard, extra_splits=()):
             decoding = {"beam_size": args.beam_size, "length_penalty": alpha, "max_length_offset":
-                        args.max_length_offset, "repetition_guard": guard, "coverage_penalty": coverage}
+                        args.max_length_offset, "repetition_guard": guard}
             config = EvalConfig(split=split, extra_splits=extra_splits, decoding=decoding, batch_size=args.batch_size,
                                 max_sentences=args.max_sentences)
             return evaluate(translator, corpus, config=config,
-                            output_dir=Path(scratch) / f"{split}-{alpha}-{guard}-{coverage}")
+                            output_dir=Path(scratch) / f"{split}-{alpha}-{guard}")
 
-        for coverage in coverages:
-            for guard in guards:
-                for alpha in alphas:
-                    result = score(args.split, alpha, guard, coverage)
-                    results.append({"alpha": alpha, "repetition_guard": guard, "coverage_penalty": coverage,
-                                    **summary(result)})
-                    logger.info("%s", results[-1])
+        for guard in guards:
+            for alpha in alphas:
+                result = score(args.split, alpha, guard)
+                results.append({"alpha": alpha, "repetition_guard": guard, **summary(result)})
+                logger.info("%s", results[-1])
         best = choose(results)
         report = {"benchmark": "choose_alpha", "model": str(model), "corpus": str(corpus_dir), "split": args.split,
                   "split_sentences": translator.decoding.split_sentences,
                   "sentences": result.num_sentences, "beam_size": args.beam_size, "results": results,
                   "best_alpha": best["alpha"], "best_repetition_guard": best["repetition_guard"],
-                  "best_coverage_penalty": best["coverage_penalty"], "best_bleu": best["bleu"],
+                  "best_bleu": best["bleu"],
                   "config": f"evaluation.decoding.length_penalty: {best['alpha']}, "
-                            f"evaluation.decoding.repetition_guard: {best['repetition_guard']}, "
-                            f"evaluation.decoding.coverage_penalty: {best['coverage_penalty']}"}
+                            f"evaluation.decoding.repetition_guard: {best['repetition_guard']}"}
         if args.confirm_on:
             report["confirmation"] = {}
-            # Every guard tried, with the chosen coverage penalty and without one.
-            tried_coverage = set(coverages) != {0.0}
-            variants = [(g, c) for c in sorted({0.0, best["coverage_penalty"]}) for g in sorted({0, *guards})]
-            for guard, coverage in variants:
-                result = score(args.confirm_on, best["alpha"], guard, coverage, extra_splits=None)
-                key = f"repetition_guard={guard}" + (f",coverage_penalty={coverage}" if tried_coverage else "")
+            for guard in sorted({0, *guards}):
+                result = score(args.confirm_on, best["alpha"], guard, extra_splits=None)
                 others = {split: summary(other) for split, other in result.others.items()}
-                report["confirmation"][key] = {args.confirm_on: summary(result), **others}
+                report["confirmation"][f"repetition_guard={guard}"] = {args.confirm_on: summary(result), **others}
                 logger.info("confirmation: %s", report["confirmation"])
     emit(report, args.output, indent=2)
     return 0

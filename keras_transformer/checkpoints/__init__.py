@@ -1,1 +1,2 @@
-"""The model's checkpoints: reading, matching and loading them, and averaging the last ones (section 6.1)."""
+"""The model's checkpoints: reading, matching and loading them, averaging the last ones (section 6.1), and a
+saved ``.keras`` model loaded with the decoder it calls for."""

@@ -38,7 +38,6 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding.greedy import (
-    COVERAGE,
     NEG_INF,
     SOURCE_SPEC,
     GreedyOutput,
@@ -49,7 +48,6 @@ from keras_transformer.decoding.greedy import (
     loop_shapes,
     prepare_decoding,
     special_ids,
-    tile_beams,
     write_column,
 )
 
@@ -96,7 +94,6 @@ def beam_search(
     eos_id: int,
     pad_id: int = 0,
     min_lengths=None,
-    finish_bonus=None,
 ) -> BeamSearchOutput:
     """Batched beam search with a finished set, GNMT length penalty and early termination.
 
@@ -113,10 +110,6 @@ def beam_search(
         min_lengths: optional ``[batch]`` int32 length floor: no hypothesis of sentence ``b``
             ends (in EOS) before it holds ``min_lengths[b]`` tokens (not in the paper; see
             :func:`length_floor`). The maximum length still ends it.
-        finish_bonus: optional ``state -> [batch * beam]`` float32, at most 0, added to the
-            normalised score of a hypothesis that finishes from that row of the state ``score_fn``
-            returned (e.g. :func:`coverage_bonus`). Being at most 0, it keeps the
-            early-termination bound valid.
 
     Returns:
         :class:`BeamSearchOutput`, best hypothesis first per sentence.
@@ -180,9 +173,6 @@ def beam_search(
         at_max = length >= max_lengths
         finishing = (is_eos | at_max[:, None]) & (rank < k) & (cand_log_probs > NEG_INF)
         cand_norm = cand_log_probs / length_penalty(length, alpha)
-        if finish_bonus is not None:
-            bonus = tf.reshape(tf.cast(finish_bonus(new_state), tf.float32), tf.stack([batch, k]))
-            cand_norm += _gather_beams(bonus, cand_beam)
         # Previous finished first: top_k keeps the lower index on ties, so an equal newcomer
         # never displaces a hypothesis already finished.
         merged_scores = tf.concat([f_scores, tf.where(finishing, cand_norm, NEG_INF)], axis=1)
@@ -243,23 +233,9 @@ def length_floor(model, source_ids, min_length_ratio: float) -> tf.Tensor:
     return tf.cast(tf.floor(float(min_length_ratio) * tf.maximum(pieces, 0.0)), tf.int32)
 
 
-def coverage_bonus(coverage, source_mask, beta: float) -> tf.Tensor:
-    """GNMT's coverage penalty cp(X; Y) = beta * sum_i log(min(sum_j p_ij, 1)) (Wu et al. 2016, eq. 14).
-
-    ``coverage`` ``[rows, source_length]`` is the attention each source position received over the
-    hypothesis (``p_ij``: the encoder-decoder attention of target token j on source token i, averaged
-    over layers and heads here; the paper's Transformer has no coverage term, GNMT one attention); the
-    sum runs over ``source_mask``'s real tokens. It is at most 0 and favours translations that attend to
-    every source token, against dropping part of the input. The coverage is floored at 1e-6 (a
-    position softmax rounded to 0 costs -13.8, not -inf, which would leave a sentence no translation).
-    """
-    covered = tf.math.log(tf.clip_by_value(tf.cast(coverage, tf.float32), 1e-6, 1.0))
-    return float(beta) * tf.reduce_sum(tf.where(source_mask, covered, 0.0), axis=-1)
-
-
 def beam_search_decode(
     model, source_ids, beam_size: int = 4, alpha=0.6, max_length_offset=50, constraint=None, slots=None,
-    min_length_ratio: float = 0.0, coverage_penalty: float = 0.0,
+    min_length_ratio: float = 0.0,
 ) -> BeamSearchOutput:
     """Beam search with a :class:`~keras_transformer.Transformer` and its incremental cache.
 
@@ -275,29 +251,16 @@ def beam_search_decode(
     tokens that would make a hypothesis invalid; ``slots`` (``[batch]`` int) is its per-sentence
     input. A constrained search runs the beam even for ``beam_size=1``, as does a length floor
     (``min_length_ratio`` > 0, a Python number: no EOS before that fraction of the source's pieces).
-    ``coverage_penalty`` > 0 (a Python number, GNMT's beta) adds :func:`coverage_bonus` to the score of
-    every finished hypothesis (not in the paper); a beam of one, greedy, has nothing to rank with it.
     """
     if beam_size == 1 and constraint is None and not min_length_ratio:
         return _greedy_as_beam(greedy_decode(model, source_ids, max_length_offset), alpha)
-    score_fn, state, max_lengths = prepare_decoding(model, source_ids, max_length_offset, beam_size,
-                                                    coverage=bool(coverage_penalty))
-    finish_bonus = None
-    if coverage_penalty:
-        source_mask = tile_beams(model.padding_mask(tf.cast(source_ids, tf.int32)), beam_size)
-        wrapped = constraint is not None
-
-        def finish_bonus(search_state):
-            # A constraint's state wraps the model's: (model state, its own).
-            coverage = (search_state[0] if wrapped else search_state)[COVERAGE]
-            return coverage_bonus(coverage, source_mask, coverage_penalty)
+    score_fn, state, max_lengths = prepare_decoding(model, source_ids, max_length_offset, beam_size)
     if constraint is not None:
         score_fn = constraint.wrap(score_fn)
         state = (state, constraint.initial_state(tf.repeat(tf.cast(slots, tf.int32), beam_size)))
     floors = length_floor(model, source_ids, min_length_ratio) if min_length_ratio else None
     return beam_search(
-        score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, min_lengths=floors,
-        finish_bonus=finish_bonus, **special_ids(model)
+        score_fn, state, max_lengths, beam_size=beam_size, alpha=alpha, min_lengths=floors, **special_ids(model)
     )
 
 
@@ -312,19 +275,16 @@ def _greedy_as_beam(greedy: GreedyOutput, alpha) -> BeamSearchOutput:
     )
 
 
-def compiled_beam_search(model, beam_size: int, constraint=None, min_length_ratio: float = 0.0,
-                         coverage_penalty: float = 0.0):
+def compiled_beam_search(model, beam_size: int, constraint=None, min_length_ratio: float = 0.0):
     """A ``tf.function(source_ids, alpha, max_length_offset) -> BeamSearchOutput`` for ``model``.
 
-    Traced once per model, beam size, length floor and coverage penalty; ``alpha`` and the offset
+    Traced once per model, beam size and length floor; ``alpha`` and the offset
     are tensors, so changing them does not retrace. With a ``constraint`` the function takes
     ``slots`` (``[batch]`` int32) too.
     """
-    min_length_ratio, coverage_penalty = float(min_length_ratio), float(coverage_penalty)
+    min_length_ratio = float(min_length_ratio)
     if min_length_ratio < 0:
         raise ValueError(f"min_length_ratio must be >= 0, got {min_length_ratio}")
-    if coverage_penalty < 0:
-        raise ValueError(f"coverage_penalty must be >= 0, got {coverage_penalty}")
 
     model_ref = weakref.ref(model)  # see decoding.compiled: the cache must not keep models alive
     signature = [
@@ -339,22 +299,19 @@ def compiled_beam_search(model, beam_size: int, constraint=None, min_length_rati
         @tf.function(input_signature=signature, reduce_retracing=True)
         def decode(source_ids, alpha, max_length_offset, *slots):
             return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
-                                      constraint, *slots, min_length_ratio=min_length_ratio,
-                                      coverage_penalty=coverage_penalty)
+                                      constraint, *slots, min_length_ratio=min_length_ratio)
 
         return decode
 
     key = ("beam", beam_size) if constraint is None else ("constrained-beam", beam_size, id(constraint))
     key += (min_length_ratio,) if min_length_ratio else ()
-    key += (("coverage", coverage_penalty),) if coverage_penalty else ()
     return compiled(model, key, factory)
 
 
 def compiled_search(model, settings, constraint=None):
     """:func:`compiled_beam_search` for a :class:`~keras_transformer.decoding.settings.DecodingSettings`:
-    traced for its beam size, length floor and coverage penalty (call it with its length penalty and offset)."""
-    return compiled_beam_search(model, settings.beam_size, constraint, settings.min_length_ratio,
-                                settings.coverage_penalty)
+    traced for its beam size and length floor (call it with its length penalty and offset)."""
+    return compiled_beam_search(model, settings.beam_size, constraint, settings.min_length_ratio)
 
 
 def search_decode(model, source_ids, settings, constraint=None, slots=None) -> BeamSearchOutput:
@@ -362,5 +319,4 @@ def search_decode(model, source_ids, settings, constraint=None, slots=None) -> B
     :class:`~keras_transformer.decoding.settings.DecodingSettings` (inside a traced function: the export)."""
     return beam_search_decode(model, source_ids, settings.beam_size, settings.length_penalty,
                               settings.max_length_offset, constraint, slots,
-                              min_length_ratio=settings.min_length_ratio,
-                              coverage_penalty=settings.coverage_penalty)
+                              min_length_ratio=settings.min_length_ratio)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_transformer.decoding.formats import QUANTIZATIONS
+from keras_transformer.decoding.formats import METADATA_FILE, QUANTIZATIONS
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.layers.positional_encoding import sinusoidal_encoding
 
@@ -48,8 +48,7 @@ logger = logging.getLogger(__name__)
 # modules that load the engine import this one first.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-#: Where the metadata and the tokenizers go, as in the SavedModel export.
-METADATA_FILE = "assets.extra/translator.json"
+#: Where the tokenizers go, beside the metadata (:data:`~keras_transformer.decoding.formats.METADATA_FILE`).
 SOURCE_TOKENIZER = "assets.extra/source.model"
 TARGET_TOKENIZER = "assets.extra/target.model"
 #: Rows of the sinusoid table: past the longest source a served request may hold (2,000 characters, one
@@ -160,6 +159,16 @@ def transformer_spec(model, source_pieces: list[str], target_pieces: list[str], 
     return spec
 
 
+def engine_options(decoding: DecodingSettings) -> dict:
+    """The engine options nearest to ``decoding`` (:mod:`keras_transformer.decoding.ctranslate2_translator`
+    says how each maps and where the engine differs)."""
+    return {
+        "beam_size": decoding.beam_size,
+        "length_penalty": round(0.8 * decoding.length_penalty, 3),
+        "no_repeat_ngram_size": 0,
+    }
+
+
 def _converter(spec):
     from ctranslate2.converters.converter import Converter
 
@@ -179,11 +188,9 @@ def convert_to_ctranslate2(model, tokenizer, path, quantization: str = "int8",
 
     ``quantization``: ``float32`` or ``int8`` (weights; the engine computes int8 matmuls with float32
     accumulation on CPU). ``decoding`` (default: the model's own) is recorded with the engine options it
-    maps to (:func:`keras_transformer.decoding.ctranslate2_translator.engine_options`; ``engine``
+    maps to (:func:`engine_options`; ``engine``
     overrides them, as chosen on a validation split). An existing directory at ``path`` is replaced.
     """
-    from keras_transformer.decoding.ctranslate2_translator import engine_options
-
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
     path = Path(path)

@@ -8,8 +8,8 @@ splitting with the bullets put back (:mod:`keras_transformer.decoding.sentences`
 
 The engine's search is not ours, so the decoding settings (section 6.1's beam search, and the options
 of :class:`~keras_transformer.decoding.settings.DecodingSettings`) are mapped as closely as it allows
-(:func:`engine_options`), and where they differ the export records engine options chosen on a
-validation split instead:
+(:func:`~keras_transformer.decoding.ctranslate2_export.engine_options`, recorded by the conversion), and
+where they differ the export records engine options chosen on a validation split instead:
 
 - ``length_penalty``: ours is GNMT's ``((5 + |Y|) / 6) ** alpha``; the engine divides by ``|Y| ** p``.
   Both grow as ``|Y| ** (0.8 alpha)`` near 20 pieces, so ``p = 0.8 alpha`` is the starting point.
@@ -24,7 +24,6 @@ validation split instead:
   pieces (a word's pieces differ by where it stands: "▁ent" alone, "ent" inside "entmen"), so text
   that still loops then ends before the copy that makes the loop (:func:`~keras_transformer.decoding.loops.cut_loops`).
   The engine's ``no_repeat_ngram_size`` may also be set for every sentence.
-- ``coverage_penalty`` maps to the engine's, GNMT's too.
 """
 
 from __future__ import annotations
@@ -38,11 +37,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding.ctranslate2_export import (
-    METADATA_FILE,
-    SOURCE_TOKENIZER,
-    TARGET_TOKENIZER,
-)
+from keras_transformer.decoding.ctranslate2_export import SOURCE_TOKENIZER, TARGET_TOKENIZER
+from keras_transformer.decoding.formats import METADATA_FILE
 from keras_transformer.decoding.loops import cut_loops, repeated_ngram
 from keras_transformer.decoding.sentences import translate_by_sentence
 from keras_transformer.decoding.settings import DecodingSettings
@@ -53,18 +49,9 @@ logger = logging.getLogger(__name__)
 #: n-gram of pieces hold one of its bigrams twice, so what loops after it is a word's pieces differing.
 LOOP_RETRY = {"no_repeat_ngram_size": 2}
 
-#: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments).
+#: The engine options a CTranslate2 export decodes with (``translate_batch`` keyword arguments);
+#: ``coverage_penalty`` is 0 wherever an export records it.
 ENGINE_OPTIONS = ("beam_size", "length_penalty", "coverage_penalty", "no_repeat_ngram_size")
-
-
-def engine_options(decoding: DecodingSettings) -> dict:
-    """The engine options nearest to ``decoding`` (see the module's docstring for each)."""
-    return {
-        "beam_size": decoding.beam_size,
-        "length_penalty": round(0.8 * decoding.length_penalty, 3),
-        "coverage_penalty": decoding.coverage_penalty,
-        "no_repeat_ngram_size": 0,
-    }
 
 
 def check_engine_options(options: dict) -> dict:

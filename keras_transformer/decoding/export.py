@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.beam import search_decode
-from keras_transformer.decoding.formats import EXPORT_FORMATS
+from keras_transformer.decoding.formats import EXPORT_FORMATS, INPUT_NAME, METADATA_FILE, OUTPUT_NAME, SIGNATURE_KEY
 from keras_transformer.decoding.greedy import ensure_built
 from keras_transformer.decoding.repetition import with_guard
 from keras_transformer.decoding.sentences import translate_by_sentence
@@ -33,11 +33,6 @@ from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.tokenizer import source_batch
 
 logger = logging.getLogger(__name__)
-
-SIGNATURE_KEY = "serving_default"
-INPUT_NAME = "sentences"
-OUTPUT_NAME = "translations"
-METADATA_FILE = "assets.extra/translator.json"
 
 
 class TranslatorModule(tf.Module):

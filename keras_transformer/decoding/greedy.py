@@ -129,8 +129,6 @@ def special_ids(model) -> dict[str, int]:
 #: Cache entries computed once per sentence; the rest (self-attention keys and values, the
 #: word alignment's slot count) changes every step and follows the beams.
 STATIC_CACHE_KEYS = ("cross", "words")
-#: The state entry holding each hypothesis' attention coverage (``cached_score_fn``).
-COVERAGE = "coverage"
 
 
 def cached_score_fn(model, encoder_outputs, encoder_padding_mask, static_cache) -> ScoreFn:
@@ -140,33 +138,22 @@ def cached_score_fn(model, encoder_outputs, encoder_padding_mask, static_cache) 
     for a model with word alignment); ``static_cache`` holds the parts computed once per sentence
     (:data:`STATIC_CACHE_KEYS`). All tensors have one row per hypothesis (tile them with
     :func:`tile_nest` for beam search). PAD and BOS get log-probability -inf.
-
-    A state holding ``"coverage"`` (``[rows, source_length]``, zeros at first) also sums the
-    encoder-decoder attention each step pays every source position (averaged over layers and
-    heads): the attention coverage of GNMT's coverage penalty (Wu et al. 2016, eq. 14).
     """
     forbidden = (model.config.pad_id, model.config.bos_id)
 
     def score_fn(ids, step, state):
         # The newest token only; every earlier position is represented by the cache.
         tokens = ids[:, step][:, None]
-        cache_state = {key: value for key, value in state.items() if key != COVERAGE}
-        logits, cache, attention = model.decode(
+        logits, cache, _ = model.decode(
             tokens,
             encoder_outputs,
             encoder_padding_mask,
-            cache={**cache_state, **static_cache},
+            cache={**state, **static_cache},
             cache_index=step,
             training=False,
-            return_attention_scores=COVERAGE in state,
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, 0, :], tf.float32), axis=-1)
-        new_state = {key: cache[key] for key in cache_state}
-        if COVERAGE in state:
-            # [layers, rows, heads, 1, source] -> [rows, source]
-            paid = tf.reduce_mean(tf.stack([tf.cast(a["cross"], tf.float32) for a in attention]), axis=[0, 2, 3])
-            new_state[COVERAGE] = state[COVERAGE] + paid
-        return forbid_tokens(log_probs, forbidden), new_state
+        return forbid_tokens(log_probs, forbidden), {key: cache[key] for key in state}
 
     return score_fn
 
@@ -188,14 +175,12 @@ def uncached_score_fn(model, encoder_outputs, encoder_padding_mask, word_states=
     return score_fn
 
 
-def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, use_cache: bool = True,
-                     coverage: bool = False):
+def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, use_cache: bool = True):
     """Encodes ``source_ids`` once and returns ``(score_fn, initial_state, max_lengths)``.
 
     Encoder outputs, padding mask and the encoder-decoder attention cache are computed per
     sentence and then repeated ``beam_size`` times (rows of a sentence adjacent), so that the
-    encoder runs once per sentence, not once per beam. With ``coverage`` the state also sums the
-    attention each source position received (:data:`COVERAGE`, cached decoding only).
+    encoder runs once per sentence, not once per beam.
     """
     source_ids = tf.cast(source_ids, tf.int32)
     pad_id = model.config.pad_id
@@ -211,8 +196,6 @@ def prepare_decoding(model, source_ids, max_length_offset, beam_size: int = 1, u
         return score_fn, (), max_lengths
     cache = tile_nest(model.init_cache(encoder_outputs, source_ids=source_ids), beam_size)
     static = {key: cache.pop(key) for key in STATIC_CACHE_KEYS if key in cache}
-    if coverage:
-        cache[COVERAGE] = tf.zeros(tf.shape(tile_beams(padding_mask, beam_size)), tf.float32)
     score_fn = cached_score_fn(
         model,
         tile_beams(encoder_outputs, beam_size),

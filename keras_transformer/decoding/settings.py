@@ -15,6 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: A setting taken out of the product -> (the value that is what decoding now always does, why it went): a
+#: saved model or an export recording that value still loads; asking for another fails saying why.
+REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {"coverage_penalty": (
+    0.0, 'it lost to the presets\' decoding without it; see benchmarks/results/README.md, "Tried and dropped"')}
+
 
 class DecodingSettingError(ValueError):
     """One decoding setting's value is invalid; ``name`` is the field, ``why`` the rule it breaks."""
@@ -47,8 +52,6 @@ class DecodingSettings:
     split_sentences: bool = False
     #: Length floor: no output ends before this fraction of its source's pieces (0: none).
     min_length_ratio: float = 0.0
-    #: GNMT's coverage penalty beta: finished hypotheses that left source tokens unattended rank lower (0: none).
-    coverage_penalty: float = 0.0
     #: No third copy in a row of an n-gram of up to this many pieces begins (0: none; beam search only).
     repetition_guard: int = 0
 
@@ -59,7 +62,6 @@ class DecodingSettings:
             "max_length_offset": (_is_int, lambda v: v >= 0, "must be an integer >= 0"),
             "split_sentences": (lambda v: isinstance(v, bool), lambda v: True, "must be true or false"),
             "min_length_ratio": (_is_number, lambda v: 0 <= v < 1, "must be a fraction in [0, 1)"),
-            "coverage_penalty": (_is_number, lambda v: v >= 0, "must be a number >= 0"),
             "repetition_guard": (_is_int, lambda v: v >= 0, "must be 0 (none) or the longest n-gram to stop"),
         }
         for name, (typed, valid, why) in checks.items():
@@ -73,16 +75,20 @@ class DecodingSettings:
 
     @classmethod
     def check_names(cls, overrides: Mapping[str, Any]) -> None:
-        """Raises ``DecodingSettingError`` for a name that is not a decoding setting."""
+        """Raises ``DecodingSettingError`` for a name that is not a decoding setting (or was removed)."""
         for name in overrides:
+            if name in REMOVED_SETTINGS:
+                raise DecodingSettingError(name, overrides[name], f"was removed ({REMOVED_SETTINGS[name][1]})")
             if name not in cls.names():
                 close = difflib.get_close_matches(name, cls.names(), n=1, cutoff=0.5)
                 hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(cls.names())}"
                 raise DecodingSettingError(name, overrides[name], f"not a decoding setting; {hint}")
 
     def merged(self, overrides: Mapping[str, Any] | None = None) -> DecodingSettings:
-        """These settings with ``overrides`` applied (``None`` values leave a setting as it is)."""
-        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        """These settings with ``overrides`` applied (``None`` values leave a setting as it is, and so
+        does a removed setting at the value decoding now always has)."""
+        overrides = {k: v for k, v in (overrides or {}).items()
+                     if v is not None and not (k in REMOVED_SETTINGS and v == REMOVED_SETTINGS[k][0])}
         self.check_names(overrides)
         return dataclasses.replace(self, **overrides) if overrides else self
 

@@ -78,7 +78,8 @@ class Transformer(RecipeCompile, keras.Model):
         if isinstance(training_recipe, dict):
             training_recipe = TrainingRecipe(**training_recipe)
         self.training_recipe = training_recipe or TrainingRecipe()
-        self.decoding = DecodingSettings(**decoding) if isinstance(decoding, dict) else decoding or DecodingSettings()
+        self.decoding = (DecodingSettings.from_dict(decoding) if isinstance(decoding, dict)
+                         else decoding or DecodingSettings())
         c = self.config
         policy = self.dtype_policy
 
@@ -391,6 +392,6 @@ class Transformer(RecipeCompile, keras.Model):
     def from_config(cls, config):
         model = cls(**config)
         # A file saved before models kept their decoding: the translator then decodes as its run's
-        # preset (``decoding.translator.run_preset_decoding``), not with the paper's defaults.
+        # preset (``checkpoints.saved_model.run_preset_decoding``), not with the paper's defaults.
         model.decoding_saved = "decoding" in config
         return model

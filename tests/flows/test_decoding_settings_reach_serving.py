@@ -10,7 +10,8 @@ import json
 
 import pandas as pd
 
-from keras_transformer.decoding.export import METADATA_FILE, load_exported
+from keras_transformer.decoding.export import load_exported
+from keras_transformer.decoding.formats import METADATA_FILE
 from keras_transformer.decoding.settings import DecodingSettings
 from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
 from tests.keras_transformer.tiny_models import tiny_transformer

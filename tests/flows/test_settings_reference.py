@@ -40,6 +40,20 @@ def test_every_field_name_of_every_config_is_in_the_reference(rendered):
     assert missing == []
 
 
+#: Each setting is one a user has a reason to change; what lost every measurement left the product
+#: (benchmarks/results/README.md, "Tried and dropped").
+MAX_SETTINGS = 190
+
+
+def test_the_reference_lists_at_most_max_settings_and_counts_what_it_shows(rendered):
+    listed = settings_reference.settings()
+    assert len(listed) <= MAX_SETTINGS, f"{len(listed)} settings:\n" + "\n".join(listed)
+    assert len(listed) == len(set(listed))
+    # The count is the reader's: every table row but the header and those linking a section of its own.
+    rows = [line for line in rendered.splitlines() if line.startswith("| ") and not line.startswith("| key |")]
+    assert len(listed) == len([row for row in rows if "| section |" not in row])
+
+
 def test_the_sections_are_the_pipeline_files_sections():
     paths = {section.path for section in sections()}
     assert {"", "data", "data.cleaning", "tokenizer", "tokenizer.target", "input", "train", "train.model",

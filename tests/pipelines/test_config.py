@@ -167,7 +167,6 @@ def test_an_empty_config_fails_in_one_line(tmp_path):
 @pytest.mark.parametrize("cls, setting, value", [
     ("pipelines.input_pipeline.InputConfig", "shuffle_buffer", -1),
     ("pipelines.input_pipeline.InputConfig", "shuffle_buffer", 0),
-    ("pipelines.input_pipeline.InputConfig", "tokenize_batch_size", 0),
     ("pipelines.input_pipeline.InputConfig", "tokens_per_batch", 0),
     ("pipelines.input_pipeline.InputConfig", "min_bucket_length", 1),
     ("pipelines.tokenization.TokenizerConfig", "input_sentence_size", 0),

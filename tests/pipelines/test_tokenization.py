@@ -90,6 +90,8 @@ def test_tokenizer_config_validation():
         from_dict(TokenizerConfig, {"model_type": "wordpiece"})
     with pytest.raises(ConfigError, match="TokenizerConfig.target=.*unknown setting"):
         from_dict(TokenizerConfig, {"shared": False, "target": {"vocab": 10}})
+    with pytest.raises(ConfigError, match=r"target=.*\['num_threads', 'verbatim'\] cannot differ between the sides"):
+        from_dict(TokenizerConfig, {"shared": False, "target": {"vocab_size": 400, "verbatim": True, "num_threads": 1}})
 
 
 def test_verbatim_tokenizer_has_one_placeholder_piece(verbatim_tokenizer, tokenizer):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.decoding.export import INPUT_NAME, METADATA_FILE, SIGNATURE_KEY
+from keras_transformer.decoding.formats import INPUT_NAME, METADATA_FILE, SIGNATURE_KEY
 from keras_transformer.decoding.greedy import ensure_built
 from keras_transformer.models.span_parser.chart_parser import (
     chart_record,

@@ -36,8 +36,7 @@ from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.positional_encoding import SinusoidalPositionalEncoding
 from keras_transformer.layers.word_characters import WordCharacters, word_membership
 from keras_transformer.models.config import SpanParserConfig
-
-IGNORE = -1
+from keras_transformer.models.span_parser.targets import IGNORE
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_transformer.models.span_parser.targets import IGNORE, SpanTargets
+from keras_transformer.models.span_parser.tree_crf import tree_crf_losses
 from keras_transformer.training.objectives import ObjectiveSums
 
 
@@ -26,15 +28,10 @@ class SpanObjective:
     per_token_cross_entropy = False
 
     def __init__(self, model, target_pieces: Sequence[str]):
-        from keras_transformer.models.span_parser.targets import SpanTargets
-
         self.model = model
         self.targets = SpanTargets(target_pieces, model.labels, model.tags)
 
     def __call__(self, source, target_in, target_out, training: bool) -> ObjectiveSums:
-        from keras_transformer.models.span_parser.model import IGNORE
-        from keras_transformer.models.span_parser.tree_crf import tree_crf_losses
-
         outputs = self.model(source, training=training)
         spans, tags = self.targets(target_out)
         # The model counts words by their first pieces, the targets by their tags: the same for

@@ -21,6 +21,8 @@ import tensorflow as tf
 
 from keras_transformer.models.span_parser.chart import CHAIN, EMPTY
 
+#: The label id where there is no gold label (no span at ``i >= j`` or past a tree, a word of no known tag):
+#: left out of the tree CRF and the tag loss.
 IGNORE = -1
 #: Longest unary chain with a label of its own (the WSJ's longest is 3); longer ones are ignored.
 MAX_CHAIN = 4

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-IGNORE = -1
+from keras_transformer.models.span_parser.targets import IGNORE
 
 
 def tree_log_partition(potentials: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:

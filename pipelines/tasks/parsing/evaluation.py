@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from keras_transformer.files import atomic_write_bytes
 from pipelines.config import SettingError
 from pipelines.corpus import SPLITS, Corpus
-from pipelines.decoding import MOVED_TO_DECODING, DecodingOverrides
+from pipelines.decoding import MOVED_TO_DECODING, PARSE_DECODING, ParseDecodingOverrides
 
 from .evalb import CUTOFF_LEN, most_frequent_label_baseline, right_branching, score_trees
 from .linearize import best_tree, delinearize, tree_constraint
@@ -42,13 +42,15 @@ class ParseEvalConfig:
     The record holds EVALB's own figures too (``evalb``), for comparison with published ones.
     """
 
-    removed_settings: ClassVar[dict[str, str]] = MOVED_TO_DECODING
+    removed_settings: ClassVar[dict[str, str]] = {
+        name: why for name, why in MOVED_TO_DECODING.items() if not why.startswith("now decoding.")
+        or why.removeprefix("now decoding.") in PARSE_DECODING}
 
     #: The split parsed and scored.
     split: str = "test"
-    #: Overrides of the preset's decoding by the preset's names (the parser presets: section 6.3's beam 21, length
+    #: Overrides of the preset's beam search by the preset's names (the parser presets: section 6.3's beam 21, length
     #: penalty 0.3, +300; a span parser's chart search takes none).
-    decoding: DecodingOverrides = dataclasses.field(default_factory=DecodingOverrides)
+    decoding: ParseDecodingOverrides = dataclasses.field(default_factory=ParseDecodingOverrides)
     #: Sentences decoded together.
     batch_size: int = 16
     #: Parse only the first sentences of the split (quick checks).
@@ -68,7 +70,7 @@ class ParseEvalConfig:
         if self.punctuation not in ("each", "gold"):
             raise SettingError(self, "punctuation", "must be 'each' or 'gold'")
         if isinstance(self.decoding, dict):  # built in code rather than read by from_dict
-            self.decoding = DecodingOverrides(**self.decoding)
+            self.decoding = ParseDecodingOverrides(**self.decoding)
         for name in ("batch_size", "max_sentences"):
             value = getattr(self, name)
             if value is not None and value < 1:

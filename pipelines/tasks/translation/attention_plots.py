@@ -206,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    from keras_transformer.decoding.translator import Translator
+    from keras_transformer.checkpoints.saved_model import load_translator
 
-    translator = Translator.from_files(args.model, args.tokenizer)
+    translator = load_translator(args.model, args.tokenizer)
     config = AttentionPlotConfig(layer=args.layer, kinds=tuple(args.kinds))
     for path in plot_attention(translator.model, translator.tokenizer, args.sentence, args.output_dir,
                                config, args.target).values():

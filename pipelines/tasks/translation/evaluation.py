@@ -76,7 +76,8 @@ TOKENIZED_BLEU_LABEL = (
 class EvalConfig:
     """Settings of the evaluation stage (section 6.1's scoring of the test split)."""
 
-    removed_settings: ClassVar[dict[str, str]] = MOVED_TO_DECODING
+    removed_settings: ClassVar[dict[str, str]] = MOVED_TO_DECODING | {
+        "width": "the recorded sacreBLEU commands print 4 decimals"}
 
     #: The split translated and scored.
     split: str = "test"
@@ -90,8 +91,6 @@ class EvalConfig:
     batch_size: int = 32
     #: Evaluate only the first sentences of the split (quick checks).
     max_sentences: int | None = None
-    #: Decimals passed to the ``sacrebleu`` command line (``-w``) in the recorded commands.
-    width: int = 4
     #: How many of the best and of the worst sentences get an attention picture (:mod:`.reading`).
     attention_examples: int = 2
 
@@ -340,7 +339,7 @@ def _evaluate_split(translator, corpus: Corpus, split: str, config: EvalConfig, 
     write_table(output_dir, table)
     draw_attention(translator, table, output_dir, attention_examples)
 
-    scores = score_files(output_dir, config.width)
+    scores = score_files(output_dir)
     repeated = [i for i, h in enumerate(hypotheses) if ends_in_repetition(h)]
     scores["repeated_endings"] = {"count": len(repeated), "lines": [i + 1 for i in repeated[:50]]}
     scores["loops"] = loop_counts(hypotheses, references)

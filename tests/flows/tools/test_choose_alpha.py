@@ -45,26 +45,23 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     write_model_config(run / "averaged", model_config_dict(model, preset="demo"))
 
     report = run_json("-m", "flows.tools.choose_alpha", "--run", run_dir / "latest", "--alphas", "0,1.5",
-                      "--guards", "0,3", "--coverage", "0,0.5", "--confirm-on", "test", "--beam-size", 2,
+                      "--guards", "0,3", "--confirm-on", "test", "--beam-size", 2,
                       "--max-sentences", 3, "--max-length-offset", 3)
     assert report["split"] == "validation" and report["sentences"] == 3 and report["split_sentences"] is True
-    assert [(r["alpha"], r["repetition_guard"], r["coverage_penalty"]) for r in report["results"]] == [
-        (a, g, c) for c in (0.0, 0.5) for g in (0, 3) for a in (0.0, 1.5)]
-    best = report["best_alpha"], report["best_repetition_guard"], report["best_coverage_penalty"]
+    assert [(r["alpha"], r["repetition_guard"]) for r in report["results"]] == [
+        (a, g) for g in (0, 3) for a in (0.0, 1.5)]
+    best = report["best_alpha"], report["best_repetition_guard"]
     assert report["config"] == (f"evaluation.decoding.length_penalty: {best[0]}, "
-                                f"evaluation.decoding.repetition_guard: {best[1]}, "
-                                f"evaluation.decoding.coverage_penalty: {best[2]}")
+                                f"evaluation.decoding.repetition_guard: {best[1]}")
     # The chosen settings are those of the highest validation BLEU among those tried (a tie: the mildest).
     top = max(round(r["bleu"], 6) for r in report["results"])
     mildest = min((r for r in report["results"] if round(r["bleu"], 6) == top),
-                  key=lambda r: (r["repetition_guard"], r["coverage_penalty"], r["alpha"]))
-    assert best == (mildest["alpha"], mildest["repetition_guard"], mildest["coverage_penalty"])
+                  key=lambda r: (r["repetition_guard"], r["alpha"]))
+    assert best == (mildest["alpha"], mildest["repetition_guard"])
     assert report["best_bleu"] == mildest["bleu"]
-    # The chosen alpha on the test split and its unseen-packages companion, with and without the guard, with
-    # the chosen coverage penalty and without one.
-    assert set(report["confirmation"]) == {f"repetition_guard={g},coverage_penalty={c}"
-                                           for g in (0, 3) for c in {0.0, best[2]}}
-    assert set(report["confirmation"]["repetition_guard=3,coverage_penalty=0.0"]) == {"test", "test_unseen"}
+    # The chosen alpha on the test split and its unseen-packages companion, with and without the guard.
+    assert set(report["confirmation"]) == {f"repetition_guard={g}" for g in (0, 3)}
+    assert set(report["confirmation"]["repetition_guard=3"]) == {"test", "test_unseen"}
     for entry in report["results"]:
         assert 0 <= entry["bleu"] <= 100 and 0 <= entry["brevity_penalty"] <= 1
         assert {"chrf", "length_ratio", "looping_hypotheses", "looping_references"} <= set(entry)

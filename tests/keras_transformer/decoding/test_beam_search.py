@@ -172,49 +172,6 @@ def test_a_length_floor_gives_the_exhaustive_optimum_among_long_enough_outputs(a
     assert changed >= 3
 
 
-def threes(code):
-    """How many 3s the prefix with this code holds (its base-VOCAB digits)."""
-    return tf.add_n([tf.cast(tf.equal((code // VOCAB ** i) % VOCAB, 3), tf.float32) for i in range(MAX_LEN + 1)])
-
-
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_a_finish_bonus_gives_the_exhaustive_optimum_of_score_plus_bonus(alpha):
-    """A finished hypothesis' score is its normalised log-probability plus the bonus of the state it
-    finished from (its prefix before the last token, as a coverage holds the attention
-    that chose the last token; here -1.5 per 3 in that prefix); beam search stays exact with it."""
-    max_lengths, dist = exhaustive_test_data()
-
-    def bonus(state):
-        return -1.5 * threes(state[1])
-
-    out = beam_search(dist.score_fn, tile_nest(dist.initial_state(), 128), tf.constant(max_lengths, tf.int32),
-                      beam_size=128, alpha=alpha, bos_id=BOS, eos_id=EOS, pad_id=PAD, finish_bonus=bonus)
-    ids, scores, lengths = out.ids.numpy(), out.scores.numpy(), out.lengths.numpy()
-
-    def total(b, h):
-        return exact_score(dist, b, h, alpha) - 1.5 * h[:-1].count(3)
-
-    changed = 0
-    for b, max_length in enumerate(max_lengths):
-        best = max(hypotheses(max_length), key=lambda h: total(b, h))
-        found = output_tokens(ids[b, 0], lengths[b, 0])
-        assert scores[b, 0] == pytest.approx(total(b, found), abs=1e-4)
-        assert total(b, found) == pytest.approx(total(b, best), abs=1e-5), (b, found, best)
-        changed += exhaustive_best(dist, b, max_length, alpha)[1] != found
-    assert changed >= 2  # guard: the bonus changed answers
-
-
-def test_coverage_bonus_is_gnmts_coverage_penalty():
-    from keras_transformer.decoding.beam import coverage_bonus
-
-    coverage = tf.constant([[0.5, 2.0, 1.0, 0.0], [1.0, 1.0, 0.25, 0.0]])
-    mask = tf.constant([[True, True, True, False], [True, True, True, True]])
-    got = coverage_bonus(coverage, mask, 0.2).numpy()
-    # beta * sum log(min(c, 1)) over real tokens; a 0 is floored at 1e-6, not -inf.
-    assert got[0] == pytest.approx(0.2 * math.log(0.5))
-    assert got[1] == pytest.approx(0.2 * (math.log(0.25) + math.log(1e-6)), rel=1e-5)
-
-
 def test_test_data_makes_length_penalty_matter():
     """Guards the test above: for some sentences the length-penalised optimum is not the
     most probable output, so a beam search ignoring the penalty would fail it."""

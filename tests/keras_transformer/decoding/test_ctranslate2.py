@@ -12,13 +12,13 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.decoding.ctranslate2_export import (
-    METADATA_FILE,
     UnsupportedModelError,
     convert_to_ctranslate2,
     is_ctranslate2_export,
 )
 from keras_transformer.decoding.ctranslate2_translator import CTranslate2Translator, check_engine_options
 from keras_transformer.decoding.export import export_record, is_exported_translator, load_exported
+from keras_transformer.decoding.formats import METADATA_FILE
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 

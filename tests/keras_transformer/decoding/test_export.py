@@ -10,14 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding.export import (
-    METADATA_FILE,
-    OUTPUT_NAME,
-    SIGNATURE_KEY,
-    export_translator,
-    is_exported_translator,
-    load_exported,
-)
+from keras_transformer.decoding.export import export_translator, is_exported_translator, load_exported
+from keras_transformer.decoding.formats import METADATA_FILE, OUTPUT_NAME, SIGNATURE_KEY
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 from tests.keras_transformer.decoding import fresh_process
@@ -154,34 +148,6 @@ def test_a_length_floor_decodes_alike_in_the_translator_and_the_export(tokenizer
     loaded = load_exported(path)
     assert loaded.decoding.min_length_ratio == 0.5
     assert loaded.translate(sentences) == expected
-
-
-def test_a_coverage_penalty_decodes_alike_in_the_translator_and_the_export(model, tokenizer, tmp_path):
-    from keras_transformer.decoding.beam import beam_search_decode
-
-    # Outputs 3 tokens shorter than their sources pay at most n - 3 of attention to n source tokens,
-    # so every hypothesis' coverage term is at most 3 * -3: the guard below cannot pass by chance.
-    # (The engine's search takes an offset a setting may not: the penalty's bound needs short outputs.)
-    short = -3
-    sentences = [s for s in SENTENCES if s]
-    plain = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, 0))
-    source = tf.ragged.constant(plain.encode(sentences)).to_tensor()
-    covered = beam_search_decode(model, source, BEAM, ALPHA, short, coverage_penalty=3.0).scores.numpy()[:, 0]
-    uncovered = beam_search_decode(model, source, BEAM, ALPHA, short).scores.numpy()[:, 0]
-    assert (covered <= uncovered - 8.9).all()
-    expected = Translator(model, tokenizer, decoding=DecodingSettings(BEAM, ALPHA, 0, coverage_penalty=3.0)
-                          ).translate(sentences)
-    assert plain.translate(sentences, coverage_penalty=3.0) == expected  # or per call
-    path = export_translator(model, tokenizer, tmp_path / "coverage", expected_settings := DecodingSettings(
-        BEAM, ALPHA, 0, coverage_penalty=3.0))
-    assert load_exported(path).decoding == expected_settings
-    loaded = load_exported(path)
-    assert loaded.decoding.coverage_penalty == 3.0
-    assert loaded.translate(sentences) == expected
-    # The export's scores carry the penalty.
-    at_zero = beam_search_decode(model, source, BEAM, ALPHA, 0, coverage_penalty=3.0).scores.numpy()[:, 0]
-    exported_scores = loaded.module.n_best(tf.constant(sentences))["scores"].numpy()[:, 0]
-    assert exported_scores == pytest.approx(at_zero, abs=1e-4)
 
 
 def test_the_repetition_guard_decodes_alike_in_the_translator_and_the_export(tokenizer, tmp_path):

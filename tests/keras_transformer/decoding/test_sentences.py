@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from keras_transformer.decoding.export import METADATA_FILE, export_translator, load_exported
+from keras_transformer.decoding.export import export_translator, load_exported
+from keras_transformer.decoding.formats import METADATA_FILE
 from keras_transformer.decoding.sentences import join_sentences, split_bullets, split_sentences
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.models.presets import DecodingSettings

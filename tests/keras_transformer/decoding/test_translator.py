@@ -7,7 +7,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.models.presets import DecodingSettings, get_preset
-from tests.keras_transformer.tiny_models import save_as_before_decoding_was_kept, tiny_transformer
+from tests.keras_transformer.tiny_models import tiny_transformer
 
 SENTENCES = [
     "Shows the current weather.",
@@ -63,31 +63,6 @@ def test_a_model_of_a_preset_decodes_as_the_preset_by_default(tokenizer):
     paragraph = ["Shows the weather. Has a tray icon."]
     expected = [" ".join(translator.translate(["Shows the weather.", "Has a tray icon."]))]
     assert translator.translate(paragraph) == expected
-
-
-def test_a_model_saved_before_it_kept_its_decoding_decodes_as_its_run_preset(model, tokenizer_model, tmp_path):
-    from keras_transformer.checkpoints.model_checkpoint import model_config_dict, write_model_config
-    from keras_transformer.decoding.translator import load_translator
-
-    old, new = tmp_path / "old", tmp_path / "new"
-    for folder in (old, new):
-        folder.mkdir()
-        write_model_config(folder, model_config_dict(model, preset="demo"))
-    save_as_before_decoding_was_kept(model, old / "model.keras")
-    model.save(new / "model.keras")
-
-    demo = get_preset("demo").decoding
-    assert demo != DecodingSettings()  # guard: the fallback changes something
-    assert Translator.from_files(old / "model.keras", tokenizer_model).decoding == demo
-    assert load_translator(old / "model.keras", tokenizer_model).decoding == demo
-    # A model that keeps its decoding decodes as it says, whatever its run's preset.
-    assert Translator.from_files(new / "model.keras", tokenizer_model).decoding == model.decoding
-    # Without a model_config.json, or an explicit decoding, the fallback stays out of the way.
-    (old / "model_config.json").unlink()
-    assert Translator.from_files(old / "model.keras", tokenizer_model).decoding == DecodingSettings()
-    write_model_config(old, model_config_dict(model, preset="demo"))
-    explicit = DecodingSettings(beam_size=2)
-    assert Translator.from_files(old / "model.keras", tokenizer_model, decoding=explicit).decoding == explicit
 
 
 def test_rejects_bad_arguments(model, tokenizer):

@@ -12,13 +12,12 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding.export import (
-    METADATA_FILE,
-    SIGNATURE_KEY,
     ExportedTranslator,
     export_translator,
     is_exported_translator,
     load_exported,
 )
+from keras_transformer.decoding.formats import METADATA_FILE, SIGNATURE_KEY
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.models.span_parser import SpanParser
 from keras_transformer.models.span_parser.chart_export import ExportedChartParser, export_chart_parser

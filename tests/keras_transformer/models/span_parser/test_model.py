@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.models.span_parser.model import IGNORE, SpanParser, span_parser_loss
+from keras_transformer.models.span_parser.model import SpanParser, span_parser_loss
+from keras_transformer.models.span_parser.targets import IGNORE
 
 VOCAB = 50
 # Even ids begin a word, odd ids continue one; 0 is padding.

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.models.span_parser.tree_crf import IGNORE, span_marginals, tree_crf_losses, tree_log_partition
+from keras_transformer.models.span_parser.targets import IGNORE
+from keras_transformer.models.span_parser.tree_crf import span_marginals, tree_crf_losses, tree_log_partition
 
 
 @functools.cache

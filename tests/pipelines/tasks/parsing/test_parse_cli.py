@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from keras_transformer.decoding.export import METADATA_FILE
+from keras_transformer.decoding.formats import METADATA_FILE
 from pipelines.tasks.parsing import parse_cli
 from pipelines.tasks.parsing.parse_cli import ptb_tokenize
 from pipelines.tasks.parsing.tree import parse_tree

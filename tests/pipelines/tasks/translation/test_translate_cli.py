@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import keras_transformer as kt
-from keras_transformer.decoding.export import METADATA_FILE, export_translator
+from keras_transformer.decoding.export import export_translator
+from keras_transformer.decoding.formats import METADATA_FILE
 from keras_transformer.decoding.settings import DecodingSettings
 from keras_transformer.decoding.translator import Translator
 from pipelines.decode_cli import writes_trees
