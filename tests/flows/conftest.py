@@ -28,11 +28,33 @@ def prefect_server():
         yield
 
 
-def write_config(tmp_path, **train):
+#: Where this pytest worker's flow runs share the prepared bundled corpus and its token caches (set
+#: by :func:`shared_corpus_and_caches`). The stages reuse both when they are of the same settings:
+#: the corpus is verified by its manifest, a cache is named by a hash of what makes its ids.
+_SHARED: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_corpus_and_caches(tmp_path_factory):
+    """Preparing the bundled corpus and tokenizing all of it again took a flow run ~10 s of its ~60."""
+    _SHARED["dir"] = tmp_path_factory.mktemp("shared-corpus")
+    yield
+    _SHARED.clear()
+
+
+def write_config(tmp_path, shared_data: bool = True, attention_examples: int = 0, **train):
+    """The demo config made tiny: ``train`` overrides its train section. ``shared_data``: the corpus
+    and token caches in the worker's shared directory, not under the run_dir (False where a test
+    reads them there). Attention pictures only where a test looks at them (drawing them was a
+    tenth of a tiny run)."""
     config = yaml.safe_load(DEMO.read_text())
     config["run_dir"] = str(tmp_path / "run")
+    if shared_data and "dir" in _SHARED:
+        config["data"]["output_dir"] = str(_SHARED["dir"] / "ddtp-en-de")
     config["tokenizer"].update(vocab_size=1000, input_sentence_size=20000)  # the demo's verbatim spans kept
     config["input"] = {"tokens_per_batch": 1024, "max_length": 48}
+    if shared_data and "dir" in _SHARED:
+        config["input"]["cache_dir"] = str(_SHARED["dir"] / "cache")
     config["train"].update(
         {
             "model": {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64},
@@ -44,12 +66,12 @@ def write_config(tmp_path, **train):
             **train,
         }
     )
-    config["evaluation"] = {"max_sentences": 12, "decoding": {"max_length_offset": 5}, "batch_size": 12}
+    config["evaluation"] = {"max_sentences": 12, "decoding": {"max_length_offset": 5}, "batch_size": 12,
+                            "attention_examples": attention_examples}
     config["tracking"] = {"experiment": "flow-test", "log_every_steps": 2}
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
-
 
 
 def run_translation_flow(tmp_path: Path, **changes) -> tuple[Path, object]:

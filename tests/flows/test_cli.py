@@ -252,7 +252,7 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
 def test_a_finished_runs_files_stay_as_they_were_when_a_run_with_other_tokenizer_settings_is_refused(tmp_path):
     """The finished run's tokenizer, corpus and run files, byte for byte, after another vocabulary
     size in its run_dir is refused (and the same settings still run)."""
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, shared_data=False)  # its corpus under the run_dir
     common = ("--config", str(config), "--set", "export=false", "--set", "evaluation.max_sentences=4")
     assert run_flow(*common, "--train-steps", "4", cwd=tmp_path).returncode == 0
     run = tmp_path / "run"

@@ -152,7 +152,8 @@ def moved_runs(tmp_path_factory):
     from flows.translation import translation_pipeline
 
     tmp_path = tmp_path_factory.mktemp("relocated")
-    config = write_config(tmp_path, train_steps=6, checkpoint_every_steps=2)
+    # Its corpus and caches under the run_dir: what is copied is a whole, self-contained run_dir.
+    config = write_config(tmp_path, shared_data=False, train_steps=6, checkpoint_every_steps=2)
     original = tmp_path / "run"
     with prefect_test_harness(server_startup_timeout=300):
         first = translation_pipeline(str(config))

@@ -31,7 +31,8 @@ def finished_run(tmp_path_factory):
     # Enough sentences to compare what is shipped with it; a guard and a length floor, decoding
     # options the export must carry in its graph for the comparison to hold.
     config, result = run_translation_flow(
-        tmp_path, evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5}})
+        tmp_path, evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5},
+                             "attention_examples": 2})
     return tmp_path, config, result
 
 
