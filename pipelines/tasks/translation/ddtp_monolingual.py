@@ -65,6 +65,8 @@ def evaluation_exclusions(corpus: Corpus) -> tuple[frozenset[str], frozenset[str
         if split not in corpus.splits:
             continue
         english.extend(corpus.lines(split, corpus.source_lang))
+        if not {f"{split}.packages", f"{split}.packages.xz"} & set(corpus.manifest["files"]):
+            continue  # a corpus of other origin names no packages
         for line in corpus.side_lines(f"{split}.packages"):
             if line.strip() != SHARED_MARK:
                 stems.update(line.split())

@@ -5,9 +5,9 @@ descriptions that are the source of no En-De pair, every package and sentence of
 excluded when it was built). ``source: folder`` reads every file of ``folder`` (plain, ``.xz``, ``.bz2``
 or ``.gz``; one sentence or paragraph a line) through the same filters the bundled pool went through:
 normalised as the corpus builder normalises, empty and over-long lines and repeats dropped, and, given
-a parallel corpus, any line that is one of its sources or holds a sentence of its evaluation splits
-left out (a folder's lines have no packages to exclude by). Every file is checked to be UTF-8 text before
-any line is used: a file that is not gets one line naming it.
+a parallel corpus, any line that holds a sentence of its evaluation splits left out (a folder's lines have
+no packages to exclude by; its training sources stay, for sequence-level distillation). Every file is
+checked to be UTF-8 text before any line is used: a file that is not gets one line naming it.
 """
 
 from __future__ import annotations
@@ -87,14 +87,15 @@ def load_pool(config: PoolConfig, corpus: Corpus | None = None) -> list[str]:
 
 
 def _filtered(files: list[Path], corpus: Corpus | None) -> list[str]:
-    sources, _, held_sentences = evaluation_exclusions(corpus) if corpus is not None else (frozenset(),) * 3
+    # Training sources stay: their translations are sequence-level distillation's pairs.
+    held_sentences = evaluation_exclusions(corpus)[2] if corpus is not None else frozenset()
     max_words = CleaningConfig().max_words
     seen: set[str] = set()
     kept = []
     for path in files:
         for line in read_lines(path):
             text = normalize_text(line)
-            if text and text not in seen and text not in sources and len(text.split()) <= max_words:
+            if text and text not in seen and len(text.split()) <= max_words:
                 seen.add(text)
                 kept.append(text)
     if held_sentences:
