@@ -87,7 +87,7 @@ class CTranslate2Translator:
 
     Args:
         path: the directory.
-        threads: the engine's threads (``intra_threads``); 0: one per core.
+        threads: the engine's workers (``inter_threads``, one thread each); 0: one per core.
         engine: engine options replacing the recorded ones (a search over them on validation).
     """
 
@@ -111,8 +111,11 @@ class CTranslate2Translator:
         self._source_limit = positions - self.decoding.max_length_offset - 1
         self._output_limit = positions - 1
         self.threads = int(threads) or os.cpu_count() or 1
-        self.engine_translator = ctranslate2.Translator(str(self.path), device="cpu", inter_threads=1,
-                                                        intra_threads=self.threads)
+        # A worker per thread, one core each: the batches of one source length are small, and one worker's
+        # threads parallelised them worse (2 threads took more CPU than 1 for bulk translation) than
+        # workers given whole batches do; the weights are shared.
+        self.engine_translator = ctranslate2.Translator(str(self.path), device="cpu", inter_threads=self.threads,
+                                                        intra_threads=1)
 
     def decoding_record(self, **decoding) -> dict:
         """The export's decoding settings; asking for others is an error, as with the SavedModel (the
@@ -205,15 +208,19 @@ class CTranslate2Translator:
         best only)."""
         encoded = self._encode(sentences)
         outputs: list = [None] * len(sentences)
+        pending = []
+        # Every batch asked before any is read: the engine's workers decode them side by side.
         for batch in _batches_of_one_length([len(ids) for ids in encoded], batch_size):
             tokens = [list(self._source_pieces[encoded[i]]) + [self._eos_piece] for i in batch]
             lengths = [len(t) for t in tokens]
             options = {**self._options(lengths, every_hypothesis, greedy), **(override or {})}
-            results = self.engine_translator.translate_batch(tokens, max_input_length=0, **options)
+            pending.append((batch, lengths, self.engine_translator.translate_batch(
+                tokens, max_input_length=0, asynchronous=True, **options)))
+        for batch, lengths, results in pending:
             for i, length, result in zip(batch, lengths, results):
                 limit = min(length + self.decoding.max_length_offset, self._output_limit)
                 outputs[i] = [np.fromiter(map(self._target_ids.__getitem__, hypothesis[:limit]), np.int32)
-                              for hypothesis in result.hypotheses]
+                              for hypothesis in result.result().hypotheses]
         return outputs
 
     def _detokenize(self, hypotheses: list[list[np.ndarray]], sentences: list[str]) -> list[list[str]]:
