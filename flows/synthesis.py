@@ -1,4 +1,5 @@
-"""The ``synthesize`` stage as a Prefect task, tracked in MLflow (:mod:`pipelines.synthesis` does the work).
+"""The ``synthesize`` stage as a Prefect task, tracked in MLflow (:mod:`pipelines.tasks.translation.synthesis`
+does the work).
 
 Cached by its inputs: the key is the stage's settings, what the teacher resolves to now (a
 ``models:/NAME@champion`` alias names another export once another version is champion) and the pool's
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,21 +25,60 @@ from prefect.cache_policies import NO_CACHE
 
 if TYPE_CHECKING:
     from flows.tracking import Tracker
-    from pipelines.synthesis import SynthesisConfig, SynthesisResult
+    from pipelines.tasks.translation.synthesis import SynthesisConfig, SynthesisResult
 
 HOUR = 3600
 #: The dataset context of synthetic pairs beside the corpus' splits (``train``, ``test``, ...).
 CONTEXT = "synthetic"
 
 
+def teacher_resolver(config: SynthesisConfig) -> Callable[[str], Path]:
+    """How the stage finds its teacher here: a registered model by alias (``models:/NAME@ALIAS``, its export
+    downloaded under ``output_dir/teacher``) or, as the stage alone does, an export directory."""
+    from pipelines.tasks.translation.synthesis import resolve_teacher
+
+    def resolve(teacher: str) -> Path:
+        if not teacher.startswith("models:/"):
+            return resolve_teacher(teacher)
+        return resolve_teacher(str(registered_export(teacher, Path(config.output_dir), config.tracking_uri)))
+
+    return resolve
+
+
+def registered_export(uri: str, work_dir: Path, tracking_uri: str | None) -> Path:
+    """The export of the version ``models:/NAME@ALIAS`` names now, downloaded into ``work_dir/teacher``."""
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.config import ConfigError
+    from pipelines.textfiles import DataError
+
+    name, at, alias = uri.removeprefix("models:/").partition("@")
+    if not (name and at and alias):
+        raise ConfigError(f"teacher {uri}: a registered model is named by alias, models:/NAME@ALIAS")
+    client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    try:
+        version = client.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        raise DataError(f"teacher {uri}: no registered model {name!r} with alias {alias!r} in "
+                        f"{tracking_uri or 'the default MLflow registry'}") from None
+    target = work_dir / "teacher" / f"{name}-v{version.version}"
+    if not (target / "export").is_dir():
+        source = f"{client.get_model_version_download_uri(name, version.version)}/artifacts/export"
+        target.mkdir(parents=True, exist_ok=True)
+        mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(target), tracking_uri=tracking_uri)
+    return target / "export"
+
+
 def synthesis_cache_key(context, parameters: dict[str, Any]) -> str:
     """The settings, the teacher as it resolves now, and the pool's files (names, sizes, times)."""
     import dataclasses
 
-    from pipelines.synthesis import check_synthesis, teacher_identity
+    from pipelines.tasks.translation.synthesis import check_synthesis, teacher_identity
 
     config = parameters["config"]
-    export, files = check_synthesis(config)
+    export, files = check_synthesis(config, teacher_resolver(config))
     stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
     key = {"config": dataclasses.asdict(config), "teacher": teacher_identity(export), "pool": stamp}
     return "synthesize-" + hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
@@ -47,9 +88,9 @@ def synthesis_cache_key(context, parameters: dict[str, Any]) -> str:
       cache_key_fn=synthesis_cache_key, persist_result=True)
 def synthesize_task(config: SynthesisConfig) -> SynthesisResult:
     """Translates the pool with the teacher into filtered synthetic pairs (resumes at the first unwritten shard)."""
-    from pipelines.synthesis import run_synthesis
+    from pipelines.tasks.translation.synthesis import run_synthesis
 
-    result = run_synthesis(config)
+    result = run_synthesis(config, teacher_resolver(config))
     get_run_logger().info("synthetic pairs at %s: %d kept of %d (dropped %s) in %.0f s", result.output_dir,
                           result.kept, result.pool_lines, result.dropped, result.seconds)
     return result
@@ -67,7 +108,7 @@ def log_synthesis(tracker: Tracker, result: SynthesisResult) -> None:
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
 
-    from pipelines.synthesis import MANIFEST
+    from pipelines.tasks.translation.synthesis import MANIFEST
 
     manifest = json.loads((Path(result.output_dir) / MANIFEST).read_text("utf-8"))
     with warnings.catch_warnings():

@@ -14,9 +14,9 @@ def test_a_champion_teaches_once_and_the_pairs_are_a_synthetic_dataset_of_the_ru
     from flows.synthesis import CONTEXT, log_synthesis_task, synthesize_task
     from flows.tracking import Tracker
     from pipelines.corpus import write_corpus
-    from pipelines.synthesis import SynthesisConfig, read_synthetic
     from pipelines.tasks.translation.pool import PoolConfig
-    from tests.pipelines.synthesis_support import PAIRS, train_teacher
+    from pipelines.tasks.translation.synthesis import SynthesisConfig, read_synthetic
+    from tests.pipelines.tasks.translation.synthesis_support import PAIRS, train_teacher
 
     # A registered model whose champion version's export is the teacher (the pyfunc's artifact layout).
     train_teacher(verbatim_tokenizer, tmp_path / "model" / "artifacts" / "export")
@@ -59,3 +59,17 @@ def test_a_champion_teaches_once_and_the_pairs_are_a_synthetic_dataset_of_the_ru
     assert metrics["synthetic_pairs"] == result.kept and metrics["synthetic_pool_lines"] == len(PAIRS)
     assert {f"synthetic_dropped_{r}" for r in ("empty", "loops", "copies_source", "length_ratio")} <= set(metrics)
     assert logged.data.tags["synthesis.teacher"] == "models:/teacher@champion"
+
+
+def test_a_registered_teacher_that_does_not_exist_is_one_line(tmp_path):
+    from flows.synthesis import registered_export
+    from pipelines.config import ConfigError
+    from pipelines.textfiles import DataError
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(DataError, match=r"^teacher models:/nobody@champion: no registered model 'nobody' with "
+                                        r"alias 'champion' in sqlite:///\S+$"):
+        registered_export("models:/nobody@champion", tmp_path, uri)
+    with pytest.raises(ConfigError, match="models:/NAME@ALIAS"):
+        registered_export("models:/teacher", tmp_path, uri)
+    assert not (tmp_path / "teacher").exists()

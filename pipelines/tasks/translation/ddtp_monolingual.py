@@ -2,7 +2,7 @@
 
 The bookworm ``Translation-en`` holds many more English paragraphs than the En-De corpus pairs: every
 description no translator reached, and the paragraphs of descriptions whose translation could not be
-aligned. A teacher can translate them (:mod:`pipelines.synthesis`), and a student learn from its
+aligned. A teacher can translate them (:mod:`pipelines.tasks.translation.synthesis`), and a student learn from its
 translations (back-/forward-translation, self-training: He et al., ICLR 2020).
 
 The pool is the text of no evaluation, by construction, before anything is translated:

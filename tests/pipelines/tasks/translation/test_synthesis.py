@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.config import ConfigError, from_dict
 from pipelines.corpus import write_corpus
-from pipelines.synthesis import (
+from pipelines.tasks.translation.synthesis import (
     MANIFEST,
     SHARDS,
     SynthesisConfig,
@@ -18,7 +18,7 @@ from pipelines.synthesis import (
     run_synthesis,
 )
 from pipelines.textfiles import DataError
-from tests.pipelines.synthesis_support import PAIRS, train_teacher
+from tests.pipelines.tasks.translation.synthesis_support import PAIRS, train_teacher
 
 pytest.importorskip("ctranslate2")
 
@@ -99,13 +99,9 @@ def test_a_missing_teacher_or_a_pool_file_that_is_not_text_is_one_line_before_an
     with pytest.raises(DataError, match=rf"^teacher {missing}: no such export directory$"):
         run_synthesis(_config(tmp_path, missing, real_pairs))
     with pytest.raises(DataError, match="not a translator export"):
-        resolve_teacher(str(tmp_path), tmp_path)
-    with pytest.raises(ConfigError, match="models:/NAME@ALIAS"):
-        resolve_teacher("models:/teacher", tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    with pytest.raises(DataError, match=r"^teacher models:/nobody@champion: no registered model 'nobody' with "
-                                        r"alias 'champion' in sqlite:///"):
-        resolve_teacher("models:/nobody@champion", tmp_path, uri)
+        resolve_teacher(str(tmp_path))
+    with pytest.raises(ConfigError, match="registered model is found by the synthesize task of the flows"):
+        resolve_teacher("models:/teacher@champion")
     config = _config(tmp_path, teacher, real_pairs)
     (tmp_path / "pool" / "weights.bin").write_bytes(b"\x00\x01binary")
     with pytest.raises(DataError, match=r"^\S*weights\.bin: not a text file \(a NUL byte at byte 0\)[^\n]*$"):

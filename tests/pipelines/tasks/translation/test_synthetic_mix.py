@@ -11,8 +11,8 @@ import pytest
 from pipelines.config import ConfigError, from_dict
 from pipelines.corpus import write_corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
-from pipelines.synthesis import MANIFEST
-from pipelines.synthetic_mix import BLANK, MixConfig, NoiseConfig, mix, noised
+from pipelines.tasks.translation.synthesis import MANIFEST
+from pipelines.tasks.translation.synthetic_mix import BLANK, MixConfig, NoiseConfig, mix, noised
 
 REAL = [("The package provides a library.", "Das Paket stellt eine Bibliothek bereit."),
         ("Fonts for the desktop.", "Schriften für den Desktop.")]
@@ -22,7 +22,7 @@ SYNTHETIC = [("Shows the current weather.", "Zeigt das aktuelle Wetter."),
 
 
 def _synthesis(folder):
-    """What :func:`pipelines.synthesis.run_synthesis` leaves behind, written by hand."""
+    """What :func:`pipelines.tasks.translation.synthesis.run_synthesis` leaves behind, written by hand."""
     folder.mkdir()
     for lang, side in (("en", [s for s, _ in SYNTHETIC]), ("de", [t for _, t in SYNTHETIC])):
         (folder / f"synthetic.{lang}").write_text("".join(f"{line}\n" for line in side), "utf-8")

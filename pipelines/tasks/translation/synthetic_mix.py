@@ -1,9 +1,9 @@
 """Real and synthetic pairs in one training corpus: the student's data, with its settings.
 
 The student trains on a prepared corpus like any other (:mod:`pipelines.corpus`): ``train`` holds the real
-pairs ``real_upsample`` times and the synthetic pairs (:mod:`pipelines.synthesis`) once, shuffled together by
-a seeded generator; ``validation``, ``test`` and ``test_unseen`` are the real corpus' own, so the student is
-chosen and scored on what the teacher was. Two settings shape what the synthetic pairs teach:
+pairs ``real_upsample`` times and the synthetic pairs (:mod:`pipelines.tasks.translation.synthesis`) once,
+shuffled together by a seeded generator; ``validation``, ``test`` and ``test_unseen`` are the real corpus'
+own, so the student is chosen and scored on what the teacher was. Two settings shape what the synthetic pairs teach:
 
 - ``tag``: a token put before every synthetic source (tagged back-translation, Caswell et al., WMT 2019),
   so the model tells the teacher's output from real text; the test sources carry none. Empty: no tag.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pipelines.config import SettingError
 from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus, write_corpus
-from pipelines.synthesis import read_synthetic
+from pipelines.tasks.translation.synthesis import read_synthetic
 
 #: What a blanked word becomes (a piece the vocabulary spells out; no id of its own needed).
 BLANK = "_"
@@ -49,7 +49,7 @@ class MixConfig:
 
     #: The real corpus (a prepared corpus directory).
     corpus: str | None = None
-    #: The synthesis' output directory (:func:`pipelines.synthesis.run_synthesis`).
+    #: The synthesis' output directory (:func:`pipelines.tasks.translation.synthesis.run_synthesis`).
     synthetic_dir: str | None = None
     #: Where the mixed corpus goes.
     output_dir: str = "runs/mixed"

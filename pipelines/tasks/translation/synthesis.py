@@ -5,7 +5,8 @@ forward-translation / self-training when the teacher translates the student's ow
 (He et al., ICLR 2020, "Revisiting Self-Training for Neural Sequence Generation"), sequence-level
 distillation when the text is the training sources themselves (Kim & Rush, 2016). The teacher is an
 export (:mod:`keras_transformer.decoding.export`; the CTranslate2 int8 export is the fastest the project
-has) or a registered model by alias (``models:/NAME@champion``, whose export is downloaded); it decodes
+has) or, through the flow's task (:mod:`flows.synthesis`), a registered model by alias
+(``models:/NAME@champion``, whose export is downloaded); it decodes
 as the evaluation decodes, with its own settings (sentence by sentence where the preset says so).
 
 The pool (:mod:`pipelines.tasks.translation.pool`) is translated in shards of ``shard_size`` lines, each
@@ -31,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,7 @@ REASONS = ("empty", "loops", "copies_source", "length_ratio")
 MANIFEST = "synthesis.json"
 SHARDS = "shards"
 #: The bundled En-De corpus: the real pairs' length ratios, and what a folder pool is filtered against.
-DEFAULT_CORPUS = Path(__file__).resolve().parent / "tasks" / "translation" / "corpora" / "ddtp" / "en-de"
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "corpora" / "ddtp" / "en-de"
 
 
 @dataclasses.dataclass
@@ -64,7 +66,8 @@ class SynthesisConfig:
     corpus: str = str(DEFAULT_CORPUS)
     #: Where the shards, the pairs and ``synthesis.json`` go.
     output_dir: str = "runs/synthetic"
-    #: The MLflow tracking (and registry) URI a ``models:/`` teacher is found in; null: MLflow's default.
+    #: The MLflow tracking (and registry) URI a ``models:/`` teacher is found in (by the flow); null: MLflow's
+    #: default.
     tracking_uri: str | None = None
     #: Pool lines per shard (what a resumed synthesis redoes at most).
     shard_size: int = 2000
@@ -113,42 +116,21 @@ class SynthesisResult:
 # ------------------------------------------------------------------ the teacher
 
 
-def resolve_teacher(teacher: str, work_dir: str | Path, tracking_uri: str | None = None) -> Path:
-    """The teacher's export directory: ``teacher`` itself, or a registered model's export downloaded into
-    ``work_dir``. One line naming the teacher when it does not exist or is not an export."""
+def resolve_teacher(teacher: str) -> Path:
+    """The teacher's export directory; one line naming the teacher when it does not exist or is not an export.
+    A registered model (``models:/NAME@ALIAS``) is found by the flow's task (:mod:`flows.synthesis`), which
+    passes its resolver to :func:`run_synthesis`."""
     from keras_transformer.decoding.export import is_exported_translator
 
     if teacher.startswith("models:/"):
-        path = _registered_export(teacher, Path(work_dir), tracking_uri)
-    else:
-        path = Path(teacher).expanduser()
-        if not path.exists():
-            raise DataError(f"teacher {teacher}: no such export directory")
+        raise ConfigError(f"teacher {teacher}: a registered model is found by the synthesize task of the flows "
+                          "(flows.synthesis); the stage alone takes an export directory")
+    path = Path(teacher).expanduser()
+    if not path.exists():
+        raise DataError(f"teacher {teacher}: no such export directory")
     if not is_exported_translator(path):
         raise DataError(f"teacher {teacher}: not a translator export (no assets.extra/translator.json)")
     return path
-
-
-def _registered_export(uri: str, work_dir: Path, tracking_uri: str | None) -> Path:
-    import mlflow.artifacts
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    name, at, alias = uri.removeprefix("models:/").partition("@")
-    if not (name and at and alias):
-        raise ConfigError(f"teacher {uri}: a registered model is named by alias, models:/NAME@ALIAS")
-    client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
-    try:
-        version = client.get_model_version_by_alias(name, alias)
-    except MlflowException:
-        raise DataError(f"teacher {uri}: no registered model {name!r} with alias {alias!r} in "
-                        f"{tracking_uri or 'the default MLflow registry'}") from None
-    target = work_dir / "teacher" / f"{name}-v{version.version}"
-    if not (target / "export").is_dir():
-        source = f"{client.get_model_version_download_uri(name, version.version)}/artifacts/export"
-        target.mkdir(parents=True, exist_ok=True)
-        mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(target), tracking_uri=tracking_uri)
-    return target / "export"
 
 
 def teacher_identity(path: Path) -> str:
@@ -192,22 +174,23 @@ def drop_reason(source: str, translation: str, bounds: tuple[float, float], copy
 # ------------------------------------------------------------------ the stage
 
 
-def check_synthesis(config: SynthesisConfig) -> tuple[Path, list[Path]]:
-    """Everything that can be wrong before any work: the teacher (found, an export) and the pool's files
-    (text). Returns the teacher's export directory and the pool's files."""
+def check_synthesis(config: SynthesisConfig, resolve: Callable[[str], Path] = resolve_teacher
+                    ) -> tuple[Path, list[Path]]:
+    """Everything that can be wrong before any work: the pool's files (text) and the teacher (found by
+    ``resolve``, an export). Returns the teacher's export directory and the pool's files."""
     files = pool_files(config.pool)
     if not Path(config.corpus).is_dir():
         raise DataError(f"synthesize.corpus {config.corpus}: no such corpus directory")
-    return resolve_teacher(config.teacher, config.output_dir, config.tracking_uri), files
+    return resolve(config.teacher), files
 
 
-def run_synthesis(config: SynthesisConfig) -> SynthesisResult:
+def run_synthesis(config: SynthesisConfig, resolve: Callable[[str], Path] = resolve_teacher) -> SynthesisResult:
     """Translates the pool with the teacher (resuming at the first shard not written), filters the pairs and
     writes them; a finished synthesis of the same teacher, pool and settings is read back, not redone."""
     from keras_transformer.decoding.export import load_exported
 
     start = time.perf_counter()
-    export, _ = check_synthesis(config)
+    export, _ = check_synthesis(config, resolve)
     corpus = Corpus.load(config.corpus)
     lines = load_pool(config.pool, corpus)
     if not lines:
