@@ -1,5 +1,7 @@
 """One trained model, four ways to serve it, side by side: the Keras ``Translator``, the SavedModel (what
-``make serve`` serves by default), CTranslate2 float32 and int8, each at 1 and 2 threads.
+``make serve`` serves by default), CTranslate2 float32 and int8, each at 1 and 2 threads; and bulk translation
+(the int8 export asked for every paragraph at once, as synthesis asks) beside the engine alone
+(:mod:`benchmarks.speed.raw_engine`).
 
     python -m benchmarks.speed.serving_engines --model RUN/averaged/model.keras \\
         --tokenizer RUN_DIR/tokenizer/spm_shared.model --corpus RUN_DIR/data/ddtp-en-de \\
@@ -12,7 +14,8 @@ TensorFlow starts; the peak memory is the process's); the exports text in and te
 pyfunc's ``predict`` (:mod:`flows.serving`), in requests of 64 paragraphs. Reported per engine and thread count: load
 seconds, paragraphs/s and target pieces/s per split, peak RSS, BLEU, chrF and looping translations; then
 greedy decoding of every sentence of the splits by the Keras model and CTranslate2 float32 on the same
-weights (a faithful conversion gives the same pieces), and the ratios to the SavedModel.
+weights (a faithful conversion gives the same pieces), and the ratios to the SavedModel and of bulk
+translation to the engine alone (``--engines ctranslate2-int8-bulk ctranslate2-raw``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from flows.tools.report import emit
 
 logger = logging.getLogger("serving_engines")
 
-ENGINES = ("keras", "savedmodel", "ctranslate2-float32", "ctranslate2-int8")
+ENGINES = ("keras", "savedmodel", "ctranslate2-float32", "ctranslate2-int8", "ctranslate2-int8-bulk",
+           "ctranslate2-raw")
+#: Rows that are not served through the pyfunc: the int8 export called directly, and its engine alone.
+BULK, RAW = "ctranslate2-int8-bulk", "ctranslate2-raw"
 #: How CTranslate2's decoding differs from ours (keras_transformer.decoding.ctranslate2_translator).
 DIFFERENCES = {
     "length_penalty": "ours: GNMT's ((5 + |Y|) / 6) ** alpha; the engine's: |Y| ** p, p chosen on validation",
@@ -88,17 +94,40 @@ def worker(engine: str, threads: int, paths: dict, inputs: dict, greedy: bool) -
     from flows.serving import limit_tensorflow_threads
 
     limit_tensorflow_threads(threads)  # as a served worker limits them
+    if engine == RAW:
+        return _raw_worker(paths, threads, inputs)
     start = time.perf_counter()
-    translator = _load(engine, paths, threads)
-    if engine != "keras":
+    translator = _load(engine if engine != BULK else "ctranslate2-int8", paths, threads)
+    if engine not in ("keras", BULK):
         translator = _Served(translator)
     result = {"engine": engine, "threads": threads, "greedy": greedy, "load_seconds": time.perf_counter() - start,
               "splits": {}}
     for split, sentences in inputs.items():
         translator.translate(sentences[:4], **({"greedy": True} if greedy else {}))  # traced before timing
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         outputs = translator.translate(sentences, **({"greedy": True} if greedy else {}))
-        result["splits"][split] = {"seconds": time.perf_counter() - start, "outputs": outputs}
+        result["splits"][split] = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                                   "outputs": outputs}
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def _raw_worker(paths: dict, threads: int, inputs: dict) -> dict:
+    """The engine alone on the int8 export's weights: only its calls timed (sentences tokenized before)."""
+    from benchmarks.speed.raw_engine import RawEngine
+
+    start = time.perf_counter()
+    engine = RawEngine(paths["ctranslate2-int8"], threads)
+    result = {"engine": RAW, "threads": threads, "greedy": False, "load_seconds": time.perf_counter() - start,
+              "splits": {}}
+    for split, paragraphs in inputs.items():
+        prepared = engine.prepare(paragraphs)
+        engine.translate(prepared["tokens"][:4])
+        start, cpu = time.perf_counter(), time.process_time()
+        pieces = engine.translate(prepared["tokens"])
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        result["splits"][split] = {"seconds": seconds, "cpu_seconds": cpu, "outputs": engine.texts(prepared, pieces),
+                                   "sentences": len(pieces)}
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
@@ -133,7 +162,8 @@ def prepare(args, work: Path) -> tuple[dict, dict, dict]:
     paths = {"model": str(args.model), "tokenizer": str(args.tokenizer)}
     model = keras.saving.load_model(args.model, compile=False)
     tokenizer = SubwordTokenizer(args.tokenizer)
-    paths["savedmodel"] = str(args.savedmodel or model.export_decoder(work / "savedmodel", tokenizer))
+    if args.savedmodel or "savedmodel" in args.engines:
+        paths["savedmodel"] = str(args.savedmodel or model.export_decoder(work / "savedmodel", tokenizer))
     for quantization in ("float32", "int8"):
         path = model.export_decoder(work / f"ctranslate2-{quantization}", tokenizer, format="ctranslate2",
                                     quantization=quantization)
@@ -198,6 +228,7 @@ def compare(args) -> dict:
                 figures = score(timing["outputs"], splits[split], tokenizer)
                 row["splits"][split] = {
                     "paragraphs": len(splits[split]), "seconds": round(timing["seconds"], 2),
+                    "cpu_seconds": round(timing["cpu_seconds"], 2),
                     "paragraphs_per_second": round(len(splits[split]) / timing["seconds"], 2),
                     "target_pieces_per_second": round(figures.pop("target_pieces") / timing["seconds"], 1),
                     **{k: round(v, 2) if isinstance(v, float) else v for k, v in figures.items()}}
@@ -211,9 +242,14 @@ def compare(args) -> dict:
                                              for q, m in engines.items()},
               "what_differs": DIFFERENCES, "rows": rows,
               "ratios_to_savedmodel": _ratios(rows),
+              "bulk_to_raw_engine": _bulk_to_raw(rows),
               "same_outputs_across_threads": {
                   engine: all(outputs[(engine, args.threads[0])][s]["outputs"] == outputs[(engine, t)][s]["outputs"]
                               for t in args.threads for s in splits) for engine in args.engines}}
+    if BULK in args.engines and "ctranslate2-int8" in args.engines:
+        # A sentence's translation does not depend on what else is asked: one call or requests of 64.
+        report["bulk_same_as_served"] = all(outputs[(BULK, t)][s]["outputs"] == outputs[("ctranslate2-int8", t)][s][
+            "outputs"] for t in args.threads for s in splits)
     if args.greedy:
         greedy_inputs = work / "sentences.json"
         greedy_inputs.write_text(json.dumps(sentences), "utf-8")
@@ -249,6 +285,17 @@ def _ratios(rows: list[dict]) -> dict:
                     "speed": round(figures["paragraphs_per_second"] / base[key], 2),
                     "bleu_difference": round(figures["bleu"] - bleu[key], 2)}
     return ratios
+
+
+def _bulk_to_raw(rows: list[dict]) -> dict:
+    """Per thread count and split, the bulk translation's speed over the engine alone's (target: >= 0.8): by
+    the clock, and by the process' CPU seconds (what a machine shared with other work still measures)."""
+    raw = {(r["threads"], s): v for r in rows if r["engine"] == RAW for s, v in r["splits"].items()}
+    return {f"{row['threads']}t/{split}": {
+        "speed": round(figures["paragraphs_per_second"] / raw[(row["threads"], split)]["paragraphs_per_second"], 2),
+        "cpu": round(raw[(row["threads"], split)]["cpu_seconds"] / figures["cpu_seconds"], 2)}
+        for row in rows if row["engine"] == BULK for split, figures in row["splits"].items()
+        if (row["threads"], split) in raw}
 
 
 def main(argv: list[str] | None = None) -> int:

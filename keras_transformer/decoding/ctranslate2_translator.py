@@ -74,7 +74,7 @@ class CTranslate2Translator:
 
     Args:
         path: the directory.
-        threads: the engine's threads (``intra_threads``); 0: one per core.
+        threads: the engine's workers (``inter_threads``, one thread each); 0: one per core.
         engine: engine options replacing the recorded ones (a search over them on validation).
     """
 
@@ -98,8 +98,11 @@ class CTranslate2Translator:
         self._source_limit = positions - self.decoding.max_length_offset - 1
         self._output_limit = positions - 1
         self.threads = int(threads) or os.cpu_count() or 1
-        self.engine_translator = ctranslate2.Translator(str(self.path), device="cpu", inter_threads=1,
-                                                        intra_threads=self.threads)
+        # A worker per thread, one core each: the batches of one source length are small, and one worker's
+        # threads parallelised them worse (2 threads took more CPU than 1 for bulk translation) than
+        # workers given whole batches do; the weights are shared.
+        self.engine_translator = ctranslate2.Translator(str(self.path), device="cpu", inter_threads=self.threads,
+                                                        intra_threads=1)
 
     def decoding_record(self, **decoding) -> dict:
         """The export's decoding settings; asking for others is an error, as with the SavedModel (the
@@ -163,39 +166,64 @@ class CTranslate2Translator:
         guard = bool(self.decoding.repetition_guard) and not (n_best or greedy)
         hypotheses = self._decode(sentences, batch_size, n_best or guard, greedy)
         if n_best:
-            return hypotheses
+            return self._detokenize(hypotheses, sentences)
+        # Only the best hypotheses are made text; a sentence's next ones only if its best loops (the
+        # guard's rule reads them best first, so the choice is the same).
+        best = self._detokenize([ids[:1] for ids in hypotheses], sentences)
+        chosen = [texts[0] if texts else None for texts in best]
         if not guard:
-            return [texts[0] if texts else "" for texts in hypotheses]
-        chosen = [without_loops(texts) for texts in hypotheses]
+            return [text if text is not None else "" for text in chosen]
+        chosen = [text if text is not None and repeated_ngram(text) is None else None for text in chosen]
+        looping = [i for i, text in enumerate(chosen) if text is None and len(hypotheses[i]) > 1]
+        if looping:
+            rest = self._detokenize([hypotheses[i][1:] for i in looping], [sentences[i] for i in looping])
+            for i, texts in zip(looping, rest):
+                chosen[i] = without_loops(texts)
         looping = [i for i, text in enumerate(chosen) if text is None]
         if looping:
-            again = self._decode([sentences[i] for i in looping], batch_size, True, False, LOOP_RETRY)
+            again = self._detokenize(self._decode([sentences[i] for i in looping], batch_size, True, False,
+                                                  LOOP_RETRY), [sentences[i] for i in looping])
             for i, texts in zip(looping, again):
                 text = without_loops(texts)
-                chosen[i] = text if text is not None else cut_loops(texts[0] if texts else hypotheses[i][0])
+                first = texts[0] if texts else (best[i][0] if best[i] else "")
+                chosen[i] = text if text is not None else cut_loops(first)
         return [text if text is not None else "" for text in chosen]
 
     def _decode(self, sentences: list[str], batch_size: int, every_hypothesis: bool, greedy: bool,
-                override: dict | None = None) -> list[list[str]]:
-        """Per sentence, its translations best first (every finished hypothesis, or the best only)."""
+                override: dict | None = None) -> list[list[np.ndarray]]:
+        """Per sentence, the target ids of its translations best first (every finished hypothesis, or the
+        best only)."""
         encoded = self._encode(sentences)
         outputs: list = [None] * len(sentences)
+        pending = []
+        # Every batch asked before any is read: the engine's workers decode them side by side.
         for batch in _batches_of_one_length([len(ids) for ids in encoded], batch_size):
             tokens = [list(self._source_pieces[encoded[i]]) + [self._eos_piece] for i in batch]
             lengths = [len(t) for t in tokens]
             options = {**self._options(lengths, every_hypothesis, greedy), **(override or {})}
-            results = self.engine_translator.translate_batch(tokens, max_input_length=0, **options)
+            pending.append((batch, lengths, self.engine_translator.translate_batch(
+                tokens, max_input_length=0, asynchronous=True, **options)))
+        for batch, lengths, results in pending:
             for i, length, result in zip(batch, lengths, results):
                 limit = min(length + self.decoding.max_length_offset, self._output_limit)
-                outputs[i] = [[self._target_ids[t] for t in hypothesis[:limit]] for hypothesis in result.hypotheses]
-        counts = [len(hypotheses) for hypotheses in outputs]
-        flat = [ids for hypotheses in outputs for ids in hypotheses]
-        texts = self.target_tokenizer.detokenize(tf.ragged.constant(flat, dtype=tf.int32, ragged_rank=1)
-                                                 if flat else tf.zeros([0, 0], tf.int32))
-        texts = self.target_tokenizer.restore(texts, np.repeat(sentences, counts)).numpy()
+                outputs[i] = [np.fromiter(map(self._target_ids.__getitem__, hypothesis[:limit]), np.int32)
+                              for hypothesis in result.result().hypotheses]
+        return outputs
+
+    def _detokenize(self, hypotheses: list[list[np.ndarray]], sentences: list[str]) -> list[list[str]]:
+        """Per sentence, the text of each of its hypotheses (ids), verbatim spans put back from the sentence."""
+        counts = [len(ids) for ids in hypotheses]
+        flat = [ids for sentence in hypotheses for ids in sentence]
+        if not flat:
+            return [[] for _ in hypotheses]
+        # One ragged tensor from the ids' concatenation: tf.ragged.constant walks every id in Python.
+        ids = tf.RaggedTensor.from_row_lengths(np.concatenate(flat).astype(np.int32),
+                                               np.fromiter(map(len, flat), np.int64, len(flat)))
+        texts = self.target_tokenizer.detokenize(ids)
+        texts = self.target_tokenizer.restore(texts, np.repeat(np.asarray(sentences, dtype=object), counts)).numpy()
         texts = [t.decode("utf-8") for t in texts]
         split = np.cumsum([0, *counts])
-        return [texts[split[k] : split[k + 1]] for k in range(len(sentences))]
+        return [texts[split[k] : split[k + 1]] for k in range(len(hypotheses))]
 
 
 def _batches_of_one_length(lengths: list[int], batch_size: int) -> list[list[int]]:
