@@ -79,6 +79,11 @@ class Transformer(RecipeCompile, keras.Model):
             training_recipe = TrainingRecipe(**training_recipe)
         self.training_recipe = training_recipe or TrainingRecipe()
         self.decoding = DecodingSettings(**decoding) if isinstance(decoding, dict) else decoding or DecodingSettings()
+        # Whether the decoding was given (a preset's, or a saved config's) rather than defaulted: a
+        # file saved before models kept their decoding decodes as its run's preset instead
+        # (``decoding.translator.run_preset_decoding``). Set here, so that a revived model is the
+        # object a constructed one is.
+        self.decoding_saved = decoding is not None
         c = self.config
         policy = self.dtype_policy
 
@@ -201,6 +206,11 @@ class Transformer(RecipeCompile, keras.Model):
             return inputs[0], inputs[1]
         raise ValueError("Transformer expects inputs (source_ids, target_input_ids) or a dict with keys 'source_ids' "
                          f"and 'target_ids'; received {type(inputs).__name__}: {inputs!r}")
+
+    @property
+    def token_embedding(self):
+        """The source token embedding (keras-hub's ``Backbone.token_embedding``)."""
+        return self.source_embedding
 
     def padding_mask(self, token_ids):
         """``True`` at real tokens, ``False`` at ``pad_id``."""
@@ -389,8 +399,4 @@ class Transformer(RecipeCompile, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        model = cls(**config)
-        # A file saved before models kept their decoding: the translator then decodes as its run's
-        # preset (``decoding.translator.run_preset_decoding``), not with the paper's defaults.
-        model.decoding_saved = "decoding" in config
-        return model
+        return cls(**config)
