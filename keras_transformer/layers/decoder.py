@@ -21,8 +21,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
         encoder_padding_mask: boolean ``[batch, source_length]``, ``True`` at real tokens.
         inputs_mask, encoder_outputs_mask: the Keras masks of ``inputs`` and ``encoder_outputs``,
             which Keras passes here by itself: padded target keys get no self-attention (with the
-            causal mask), padded source keys no cross-attention (``encoder_padding_mask``, when
-            given, replaces ``encoder_outputs_mask``). The output carries ``inputs``' mask.
+            causal mask), padded source keys no cross-attention (given both, a source key needs
+            ``encoder_padding_mask`` and ``encoder_outputs_mask``). The output carries ``inputs``' mask.
         self_cache, cache_index: incremental decoding (see ``MultiHeadAttention``); the cache
             holds this layer's keys and values of all earlier target positions.
         cross_cache: the projected encoder outputs from ``cross_attention.compute_cache``.
@@ -61,7 +61,9 @@ class TransformerDecoderLayer(TransformerLayerBase):
             keys = ops.cast(inputs_mask, "bool")[:, None, None, :]
             self_attention_mask = keys if self_attention_mask is None else ops.logical_and(
                 ops.cast(self_attention_mask, "bool"), keys)
-        encoder_padding_mask = encoder_outputs_mask if encoder_padding_mask is None else encoder_padding_mask
+        if encoder_outputs_mask is not None:
+            encoder_padding_mask = encoder_outputs_mask if encoder_padding_mask is None else ops.logical_and(
+                ops.cast(encoder_padding_mask, "bool"), ops.cast(encoder_outputs_mask, "bool"))
         h = self.self_attention_residual.normalize(inputs)
         self_results = self.self_attention(
             h,

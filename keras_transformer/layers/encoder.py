@@ -17,7 +17,8 @@ class TransformerEncoderLayer(TransformerLayerBase):
         padding_mask: boolean ``[batch, length]``, ``True`` at real tokens; padded keys get no
             attention, so padding cannot change the outputs at real positions.
         mask: the Keras mask of ``inputs`` (``Embedding(mask_zero=True)``), which Keras passes
-            here by itself; read as ``padding_mask`` when that is not given. The output carries it.
+            here by itself: a padding mask like ``padding_mask`` (given both, a key needs both).
+            The output carries it.
         return_attention_scores: also return the self-attention weights
             ``[batch, heads, length, length]`` (for pictures like the paper's Figures 3-5).
     """
@@ -30,8 +31,8 @@ class TransformerEncoderLayer(TransformerLayerBase):
         self.built = True
 
     def call(self, inputs, padding_mask=None, training=None, return_attention_scores=False, mask=None):
-        padding_mask = mask if padding_mask is None else padding_mask
-        mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
+        keys = [ops.cast(m, "bool") for m in (padding_mask, mask) if m is not None]
+        mask = None if not keys else (keys[0] if len(keys) == 1 else ops.logical_and(*keys))[:, None, None, :]
         h = self.self_attention_residual.normalize(inputs)
         attended, weights = self.self_attention(
             h, h, attention_mask=mask, training=training, return_attention_scores=True

@@ -399,4 +399,8 @@ class Transformer(RecipeCompile, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        # Built, as from_preset's models are: a revived model holds its weights at once (set_weights,
+        # count_params), like keras-hub's functional backbones.
+        model = cls(**config)
+        model.build()
+        return model

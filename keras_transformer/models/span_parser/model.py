@@ -115,6 +115,7 @@ class SpanParser(keras.Model):
                                                       dtype=policy, name=f"word_lstm_{i}") for i in range(c.word_lstm)]
         self.lstm_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
         self._half = half
+        self.sentinels = None   # made by build(): a revived model has the attributes a constructed one has
 
     @classmethod
     def from_preset(cls, name: str = "span-parser-cpu", **overrides):
@@ -157,6 +158,13 @@ class SpanParser(keras.Model):
         for lstm in self.word_lstms:
             lstm.build(hidden)
         self.built = True
+
+    @classmethod
+    def from_config(cls, config):
+        # Built, as from_preset's models are: a revived model holds its weights at once.
+        model = cls(**config)
+        model.build()
+        return model
 
     def get_build_config(self):
         return {"built": True}
