@@ -280,6 +280,20 @@ class KerasHubLayerHarness(keras_harness.KerasHubTestCase):
             run_training_check=cls is PostNormResidual,
         )
 
+    def test_residual_output_spec_under_mixed_precision(self):
+        """keras-hub's precision check asks ``compute_output_spec`` of the inputs as they come: in a
+        mixed-precision stack the residual stream arrives in float32 and the sublayer's output in
+        the compute dtype."""
+        for cls in (PostNormResidual, PreNormResidual):
+            for name in ("mixed_float16", "mixed_bfloat16"):
+                policy = keras.mixed_precision.Policy(name)
+                layer = cls(dtype=policy)
+                spec = layer.compute_output_spec(keras.KerasTensor((2, 4, 6), "float32"),
+                                                 keras.KerasTensor((2, 4, 6), policy.compute_dtype))
+                output = layer(HIDDEN, ops.cast(HIDDEN, policy.compute_dtype))
+                self.assertEqual((tuple(spec.shape), spec.dtype), ((2, 4, 6), policy.compute_dtype))
+                self.assertDTypeEqual(output, spec.dtype)
+
     def test_every_weight_of_the_stacked_layers_is_trained(self):
         import tensorflow as tf
 

@@ -3,7 +3,7 @@
 keras-hub's ``run_backbone_test`` (serialization, eager and variable-length calls, the token
 embedding, compiled ``predict`` on arrays and a ``tf.data`` dataset, the name, quantization),
 ``run_serialization_test`` and ``run_model_saving_test``, on tiny configurations and on the small
-presets (``demo``, ``cpu-small``, ``parser-cpu``, ``span-parser-cpu``) at a small vocabulary.
+presets (``demo``, ``cpu-small``, ``span-parser-cpu``) at a small vocabulary.
 
 One check is adapted, the same way for both models: keras-hub's ``run_precision_test`` wants every
 float output in the policy's compute dtype, a backbone's hidden states; these models return
@@ -71,11 +71,7 @@ def _preset(name):
     """A small preset at the test vocabulary, as ``from_preset`` builds it."""
     if name == "span-parser-cpu":
         return SpanParser.from_preset(name, **PARSER, source_pieces=PIECES)
-    overrides = {"vocab_size": VOCAB}
-    if name == "parser-cpu":
-        overrides.update(source_vocab_size=VOCAB, target_vocab_size=VOCAB, vocab_size=None,
-                         word_start_ids=WORD_STARTS, slot_ids=list(range(4, 10)))
-    return Transformer.from_preset(name, **overrides)
+    return Transformer.from_preset(name, vocab_size=VOCAB)
 
 
 class ModelHarness(keras_harness.KerasHubTestCase):
@@ -119,7 +115,7 @@ class TransformerHarness(ModelHarness):
     def test_model_saving(self, variant):
         self.run_model_saving_test(cls=Transformer, init_kwargs=_kwargs(variant), input_data=TRANSFORMER_INPUTS)
 
-    @parameterized.named_parameters(("demo", "demo"), ("cpu_small", "cpu-small"), ("parser_cpu", "parser-cpu"))
+    @parameterized.named_parameters(("demo", "demo"), ("cpu_small", "cpu-small"))
     def test_presets(self, name):
         model = _preset(name)
         self.run_serialization_test(model)
@@ -179,8 +175,9 @@ class MixedPrecisionWalk(keras_harness.KerasHubTestCase):
 
     @parameterized.named_parameters(*((p, p) for p in MIXED))
     def test_transformer(self, policy):
-        model = Transformer.from_preset("parser-cpu", source_vocab_size=VOCAB, target_vocab_size=VOCAB,
-                                        word_start_ids=WORD_STARTS, slot_ids=list(range(4, 10)), tagger="fused",
+        # The demo preset with every optional part: word alignment and its tagger, separate output weights.
+        model = Transformer.from_preset("demo", vocab_size=VOCAB, word_alignment=True, word_start_ids=WORD_STARTS,
+                                        slot_ids=list(range(4, 10)), tagger="fused", tie_output_embeddings=False,
                                         dtype=policy)
         self._walk(model, policy)
         self.assertDTypeEqual(model(TRANSFORMER_INPUTS), "float32")   # the logits
