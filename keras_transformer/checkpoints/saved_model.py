@@ -40,7 +40,7 @@ def run_preset_decoding(model, model_path) -> DecodingSettings | None:
     their preset's decoding in their config; ``None`` for any other (it decodes as its config says).
 
     Such a model would otherwise decode with the paper's defaults (whole paragraphs, alpha 0.6),
-    not as its run's evaluation did. ``Transformer.from_config`` marks it (``decoding_saved``); the
+    not as its run's evaluation did. ``Transformer`` marks it (``decoding_saved``); the
     preset is the one its run's ``model_config.json`` (beside the model, as the training and
     averaging stages write it) names.
     """

@@ -64,6 +64,11 @@ class MultiHeadAttention(keras.layers.Layer):
         query: ``[batch, q_len, d_model]``.
         value: ``[batch, k_len, d_model]``; also the key unless ``key`` is given.
         attention_mask: boolean, broadcastable to ``[batch, heads, q_len, k_len]``.
+        query_mask, value_mask, key_mask: boolean ``[batch, length]``, ``True`` at real tokens;
+            Keras fills them in from the inputs' Keras masks (``Embedding(mask_zero=True)``), as
+            for its own ``MultiHeadAttention``: padded keys get no attention and padded queries
+            none of their own. They are combined with ``attention_mask``; the output carries the
+            query's mask.
         cache: for incremental decoding, a dict ``{"key": [batch, heads, t, d_k],
             "value": [batch, heads, t, d_v]}``. With ``cache_index`` (= ``t``, the positions
             cached so far) the projections of the new ``value`` positions are appended to the
@@ -146,7 +151,11 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
     ):
+        attention_mask = self._merge_masks(attention_mask, query_mask, value_mask, key_mask)
         q = self._split_heads(self.query_dense(query), self.key_dim)
         if cache is not None and cache_index is None:
             k, v = cache["key"], cache["value"]
@@ -172,6 +181,21 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             results.append(weights)
         return results[0] if len(results) == 1 else tuple(results)
+
+    @staticmethod
+    def _merge_masks(attention_mask, query_mask, value_mask, key_mask):
+        """``attention_mask`` and the Keras masks as one boolean ``[batch, 1|heads, q_len, k_len]``."""
+        merged = None if attention_mask is None else ops.cast(attention_mask, "bool")
+        for mask, axis in ((query_mask, -1), (value_mask, -2), (key_mask, -2)):
+            if mask is None:
+                continue
+            mask = ops.expand_dims(ops.expand_dims(ops.cast(mask, "bool"), axis), 1)
+            merged = mask if merged is None else ops.logical_and(merged, mask)
+        return merged
+
+    def compute_mask(self, query, previous_mask=None):
+        # The output is per query position: it carries the query's mask (Keras's MultiHeadAttention).
+        return previous_mask
 
     def get_config(self):
         config = super().get_config()

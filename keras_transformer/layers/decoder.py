@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.layer_base import TransformerLayerBase
 
@@ -18,6 +19,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
         self_attention_mask: boolean, broadcastable to ``[batch, heads, length, keys]``; the
             causal mask of section 3.2.3, built by the caller (it depends on ``cache_index``).
         encoder_padding_mask: boolean ``[batch, source_length]``, ``True`` at real tokens.
+        inputs_mask, encoder_outputs_mask: the Keras masks of ``inputs`` and ``encoder_outputs``,
+            which Keras passes here by itself: padded target keys get no self-attention (with the
+            causal mask), padded source keys no cross-attention (given both, a source key needs
+            ``encoder_padding_mask`` and ``encoder_outputs_mask``). The output carries ``inputs``' mask.
         self_cache, cache_index: incremental decoding (see ``MultiHeadAttention``); the cache
             holds this layer's keys and values of all earlier target positions.
         cross_cache: the projected encoder outputs from ``cross_attention.compute_cache``.
@@ -49,7 +54,16 @@ class TransformerDecoderLayer(TransformerLayerBase):
         cross_cache=None,
         training=None,
         return_attention_scores=False,
+        inputs_mask=None,
+        encoder_outputs_mask=None,
     ):
+        if inputs_mask is not None:
+            keys = ops.cast(inputs_mask, "bool")[:, None, None, :]
+            self_attention_mask = keys if self_attention_mask is None else ops.logical_and(
+                ops.cast(self_attention_mask, "bool"), keys)
+        if encoder_outputs_mask is not None:
+            encoder_padding_mask = encoder_outputs_mask if encoder_padding_mask is None else ops.logical_and(
+                ops.cast(encoder_padding_mask, "bool"), ops.cast(encoder_outputs_mask, "bool"))
         h = self.self_attention_residual.normalize(inputs)
         self_results = self.self_attention(
             h,
@@ -66,7 +80,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             attended, self_weights = self_results
         x = self.self_attention_residual(inputs, attended, training=training)
 
-        cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, None, :]
+        cross_mask = None if encoder_padding_mask is None else ops.cast(encoder_padding_mask, "bool")[:, None, None, :]
         attended, cross_weights = self.cross_attention(
             self.cross_attention_residual.normalize(x),
             encoder_outputs,
@@ -85,3 +99,6 @@ class TransformerDecoderLayer(TransformerLayerBase):
         if return_attention_scores:
             results.append({"self": self_weights, "cross": cross_weights})
         return results[0] if len(results) == 1 else tuple(results)
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask

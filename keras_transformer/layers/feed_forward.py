@@ -19,6 +19,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.d_ff = d_ff
         self.relu_dropout = relu_dropout
         self.activation = activation
+        # Position-wise: a padded position stays padded (the output carries the input's mask).
+        self.supports_masking = True
 
     def build(self, input_shape):
         d_model = input_shape[-1]

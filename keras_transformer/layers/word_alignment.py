@@ -80,6 +80,11 @@ class WordAlignment(keras.layers.Layer):
         word_pieces: a word's state is its ``first`` piece's, or the ``mean`` of its pieces' (the
             suffix of a word the tagger has not seen tells its tag); ``special_ids`` (pad, BOS,
             EOS) belong to no word.
+
+    ``build(word_states_shape, pointer_shape)`` is named after ``call(word_states, pointer)``: Keras
+    records a layer's build shapes by its call arguments (``{name}_shape``) and a loaded model
+    rebuilds it with them, so a ``build(input_shape)`` would fail to load a model that built the
+    layer by calling it.
     """
 
     def __init__(self, word_start_ids, slot_ids, source_vocab_size: int, target_vocab_size: int,
@@ -102,8 +107,10 @@ class WordAlignment(keras.layers.Layer):
         self._special_table = _indicator(self.special_ids, self.source_vocab_size)
         self.projection = self.tag_projection = None
 
-    def build(self, input_shape=None):
-        d_model = input_shape[-1]
+    def build(self, word_states_shape, pointer_shape=None):
+        # Named after call()'s arguments, as Keras requires of a build() with more than one: a
+        # loaded model rebuilds the layer with build(word_states_shape=..., pointer_shape=...).
+        d_model = word_states_shape[-1]
         self.projection = keras.layers.Dense(d_model, use_bias=False, dtype=self.dtype_policy, name="projection")
         self.projection.build((None, None, d_model))
         if self.tagger != "none":

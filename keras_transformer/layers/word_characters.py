@@ -72,16 +72,19 @@ class WordCharacters(keras.layers.Layer):
         self.pieces, self.units, self.char_dim, self.kernel_size = list(pieces), units, char_dim, kernel_size
         self.special_ids = sorted(int(i) for i in special_ids)
         self._chars, self._lengths, self.num_chars = character_table(self.pieces, self.special_ids)
-        self.embedding = keras.layers.Embedding(self.num_chars, char_dim, name="char_embedding")
+        self.embedding = keras.layers.Embedding(self.num_chars, char_dim, dtype=self.dtype_policy,
+                                                name="char_embedding")
         self.convolution = keras.layers.Conv1D(4 * char_dim, kernel_size, padding="same", activation="relu",
-                                               name="char_convolution")
-        self.projection = keras.layers.Dense(units, name="char_projection")
+                                               dtype=self.dtype_policy, name="char_convolution")
+        self.projection = keras.layers.Dense(units, dtype=self.dtype_policy, name="char_projection")
         # At initialisation the projection's output is ~40x smaller than the unit-scale piece
         # embeddings it is added to (section 3.4's scaling); normalised, the spelling counts from
         # the first update.
-        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="char_norm")
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, dtype=self.dtype_policy, name="char_norm")
 
-    def build(self, input_shape=None):
+    def build(self, piece_ids_shape=None, word_of_piece_shape=None, member_shape=None, lengths_shape=None):
+        # Named after call()'s arguments, as Keras requires of a build() with more than one: a
+        # loaded model rebuilds the layer with them. The sizes come from the settings alone.
         self.embedding.build((None, None))
         self.convolution.build((None, None, self.char_dim))
         self.projection.build((None, None, 4 * self.char_dim))
@@ -92,6 +95,7 @@ class WordCharacters(keras.layers.Layer):
         """``[batch, words, width]`` character ids: ``BEGIN``, the word's pieces' characters, ``END``,
         then padding; ``width`` is the batch's longest word plus 2, at most :data:`MAX_WORD_CHARS`."""
         piece_ids = ops.cast(piece_ids, "int32")
+        member = ops.cast(member, "bool")
         n = ops.max(lengths)
         chars = ops.take(ops.convert_to_tensor(self._chars), piece_ids, axis=0)               # [b, S, P]
         piece_lengths = ops.take(ops.convert_to_tensor(self._lengths), piece_ids) * ops.cast(member, "int32")

@@ -80,6 +80,11 @@ class Transformer(RecipeCompile, keras.Model):
         self.training_recipe = training_recipe or TrainingRecipe()
         self.decoding = (DecodingSettings.from_dict(decoding) if isinstance(decoding, dict)
                          else decoding or DecodingSettings())
+        # Whether the decoding was given (a preset's, or a saved config's) rather than defaulted: a
+        # file saved before models kept their decoding decodes as its run's preset instead
+        # (``checkpoints.saved_model.run_preset_decoding``). Set here, so that a revived model is the
+        # object a constructed one is.
+        self.decoding_saved = decoding is not None
         c = self.config
         policy = self.dtype_policy
 
@@ -202,6 +207,11 @@ class Transformer(RecipeCompile, keras.Model):
             return inputs[0], inputs[1]
         raise ValueError("Transformer expects inputs (source_ids, target_input_ids) or a dict with keys 'source_ids' "
                          f"and 'target_ids'; received {type(inputs).__name__}: {inputs!r}")
+
+    @property
+    def token_embedding(self):
+        """The source token embedding (keras-hub's ``Backbone.token_embedding``)."""
+        return self.source_embedding
 
     def padding_mask(self, token_ids):
         """``True`` at real tokens, ``False`` at ``pad_id``."""
@@ -390,8 +400,8 @@ class Transformer(RecipeCompile, keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        # Built, as from_preset's models are: a revived model holds its weights at once (set_weights,
+        # count_params), like keras-hub's functional backbones.
         model = cls(**config)
-        # A file saved before models kept their decoding: the translator then decodes as its run's
-        # preset (``checkpoints.saved_model.run_preset_decoding``), not with the paper's defaults.
-        model.decoding_saved = "decoding" in config
+        model.build()
         return model

@@ -76,10 +76,13 @@ class SpanParser(keras.Model):
         table[self.word_start_ids] = 1
         self._word_start_table = table
         self._piece_seed = keras.random.SeedGenerator(0) if c.piece_dropout else None
+        # Every sublayer computes in this model's dtype policy (mixed precision reaches them all);
+        # the span and tag logits are cast to float32 at the end of call(), for the tree CRF.
+        policy = self.dtype_policy
 
-        self.embedding = ScaledEmbedding(c.source_vocab_size, c.d_model, name="source_embedding")
-        self.positions = SinusoidalPositionalEncoding(name="encoder_positions")
-        self.embedding_dropout = keras.layers.Dropout(c.dropout)
+        self.embedding = ScaledEmbedding(c.source_vocab_size, c.d_model, dtype=policy, name="source_embedding")
+        self.positions = SinusoidalPositionalEncoding(dtype=policy, name="encoder_positions")
+        self.embedding_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
         self.characters = None
         if c.char_dim:
             if len(c.source_pieces) != c.source_vocab_size:
@@ -88,27 +91,30 @@ class SpanParser(keras.Model):
                                  f"{c.source_vocab_size}: the training stage reads them off the source tokenizer "
                                  f"(in a notebook, pass source_pieces=tokenizer.pieces(), or char_dim=0)")
             self.characters = WordCharacters(c.source_pieces, c.d_model, c.char_dim, name="word_characters",
-                                             special_ids=(c.pad_id, c.unk_id, c.bos_id, c.eos_id))
+                                             special_ids=(c.pad_id, c.unk_id, c.bos_id, c.eos_id), dtype=policy)
         self.encoder_layers = [
             TransformerEncoderLayer(num_heads=c.num_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
-                                    name=f"encoder_layer_{i}")
+                                    dtype=policy, name=f"encoder_layer_{i}")
             for i in range(c.num_layers)
         ]
-        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm") if c.norm_first else None
+        self.encoder_norm = (keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy, name="encoder_norm")
+                             if c.norm_first else None)
         half = c.d_model // 2
         # The span MLP's first layer is linear in the fencepost differences, so it is applied to
         # each fencepost once ([n, h]) and the differences are taken after ([n, n, h]).
-        self.forward_projection = keras.layers.Dense(c.span_hidden, use_bias=False, name="span_forward")
-        self.backward_projection = keras.layers.Dense(c.span_hidden, name="span_backward")
-        self.span_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="span_norm")
-        self.span_output = keras.layers.Dense(self.num_labels, name="span_output")
-        self.tag_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="tag_norm")
-        self.tag_output = keras.layers.Dense(self.num_tags, name="tag_output")
+        self.forward_projection = keras.layers.Dense(c.span_hidden, use_bias=False, dtype=policy, name="span_forward")
+        self.backward_projection = keras.layers.Dense(c.span_hidden, dtype=policy, name="span_backward")
+        self.span_norm = keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy, name="span_norm")
+        self.span_output = keras.layers.Dense(self.num_labels, dtype=policy, name="span_output")
+        self.tag_norm = keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy, name="tag_norm")
+        self.tag_output = keras.layers.Dense(self.num_tags, dtype=policy, name="tag_output")
         # A named LSTM: Bidirectional names its two copies after it, and checkpoints are read by name.
-        self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True, name="lstm"),
-                                                      name=f"word_lstm_{i}") for i in range(c.word_lstm)]
-        self.lstm_dropout = keras.layers.Dropout(c.dropout)
+        self.word_lstms = [keras.layers.Bidirectional(keras.layers.LSTM(half, return_sequences=True, dtype=policy,
+                                                                        name="lstm"),
+                                                      dtype=policy, name=f"word_lstm_{i}") for i in range(c.word_lstm)]
+        self.lstm_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
         self._half = half
+        self.sentinels = None   # made by build(): a revived model has the attributes a constructed one has
 
     @classmethod
     def from_preset(cls, name: str = "span-parser-cpu", **overrides):
@@ -152,11 +158,23 @@ class SpanParser(keras.Model):
             lstm.build(hidden)
         self.built = True
 
+    @classmethod
+    def from_config(cls, config):
+        # Built, as from_preset's models are: a revived model holds its weights at once.
+        model = cls(**config)
+        model.build()
+        return model
+
     def get_build_config(self):
         return {"built": True}
 
     def build_from_config(self, config):
         self.build()
+
+    @property
+    def token_embedding(self):
+        """The piece embedding (keras-hub's ``Backbone.token_embedding``)."""
+        return self.embedding
 
     def spelling(self, source_ids, read_ids=None, index=None):
         """Each word's spelling, ``[batch, n, d_model]`` (None without ``char_dim``), read from the
@@ -240,10 +258,11 @@ class SpanParser(keras.Model):
             words = (words * ops.cast(real, words.dtype)[:, :, None])[:, :n]
         # Fenceposts 0 .. n + 1: the start sentinel, the words, the end sentinel right after each
         # sentence's last word (zeros past it).
-        fence = ops.concatenate([ops.broadcast_to(self.sentinels[0], (batch, 1, self.d_model)), words,
+        sentinels = ops.cast(self.sentinels, words.dtype)   # float32 weights, read in the compute dtype
+        fence = ops.concatenate([ops.broadcast_to(sentinels[0], (batch, 1, self.d_model)), words,
                                  ops.zeros((batch, 1, self.d_model), words.dtype)], axis=1)
         end = ops.one_hot(lengths + 1, n + 2, dtype=words.dtype)[:, :, None]
-        fence = fence + end * self.sentinels[1]
+        fence = fence + end * sentinels[1]
         forward = self.forward_projection(fence[:, : n + 1, : self._half])   # f_0 .. f_n
         backward = self.backward_projection(fence[:, 1:, self._half:])       # b_1 .. b_n+1
         # [batch, i, j, h]: f_j - f_i + b_i+1 - b_j+1
