@@ -24,9 +24,10 @@ parent's 200-250 MB never grow, and counted in the baseline they hide a fifth of
 and each process's own resident set, anonymous (heap) and file-backed part and threads
 (``processes``). With ``--rounds N`` the load and the malformed requests run N times on the same
 server, its memory taken after each (a server's memory settles or keeps growing: one round cannot
-tell). ``--server-env NAME=VALUE`` (repeatable) adds to the server's environment, as ``make serve``
-would pass it (an allocator setting such as ``MALLOC_ARENA_MAX=2``); the report names them. A level's
-figures hold for this machine only: the report names it (its load average at the start too).
+tell). The server gets ``make serve``'s environment (:data:`MAKE_SERVE_ENV`); ``--server-env NAME=VALUE``
+(repeatable) adds to it or overrides it (``TF_ENABLE_ONEDNN_OPTS=1``, ``MALLOC_ARENA_MAX=2``); the report
+names them all. A level's figures hold for this machine only: the report names it (its load average
+at the start too).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ logger = logging.getLogger("serve_load")
 
 DEFAULT_SENTENCES = ROOT / "pipelines" / "tasks" / "translation" / "corpora" / "ddtp" / "en-de" / "test.en.xz"
 LEVELS = (1, 8, 32)
+#: What ``make serve`` adds to the server's environment (the Makefile's serve target says why).
+MAKE_SERVE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 COLUMN = "source"
 
 
@@ -390,7 +393,7 @@ def main(argv=None) -> int:
                         help="a variable added to the server's environment (repeatable), e.g. MALLOC_ARENA_MAX=2")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
-    args.server_env = dict(args.server_env)
+    args.server_env = {**MAKE_SERVE_ENV, **dict(args.server_env)}
     if args.workers < 1 or args.rounds < 1 or args.seconds <= 0 or args.max_requests < 1 or not args.levels \
             or min(args.levels) < 1 or args.threads < 0 or not 1 <= args.rows <= 64:
         parser.error("--workers, --rounds, --seconds, --max-requests and every level must be positive, --threads at "
