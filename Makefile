@@ -53,7 +53,7 @@ benchmark: install
 # only the virtualenv has: its bin goes first on PATH, as activating it would do. A run_dir's own
 # store that was copied or moved is made to name its models where they are now (flows/relocation.py).
 # TensorFlow's oneDNN kernels keep a cache of primitives per input shape and thread that a server's
-# varied requests fill: the worker grew by 40-47% of its ready size under load with them, 4-6% without
+# varied requests fill: the worker grew by 40-47% of its ready size under load with them, 4-7% without
 # (benchmarks/results/README.md, "make serve's memory"); the trim after each request cannot return it.
 serve:
 	$(PY) -m flows.relocation "$(TRACKING_URI)"

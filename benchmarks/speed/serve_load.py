@@ -20,7 +20,7 @@ answer but 200, or none within ``--request-timeout``) by kind; the server's memo
 ready, after the load and after the malformed requests, and its growth against ready: summed over its
 process tree (``memory_mb``), summed over its workers alone (``worker_memory_mb``: the uvicorn
 processes that load the model and decode, the processes of the tree without children; the ``mlflow``
-parent's 200-250 MB never grow, and counted in the baseline they hide a fifth of the workers' growth)
+parent's 200-280 MB never grow, and counted in the baseline they hide a fifth of the workers' growth)
 and each process's own resident set, anonymous (heap) and file-backed part and threads
 (``processes``). With ``--rounds N`` the load and the malformed requests run N times on the same
 server, its memory taken after each (a server's memory settles or keeps growing: one round cannot
