@@ -52,9 +52,13 @@ benchmark: install
 # `mlflow models serve --env-manager local` starts the scoring server by the name `uvicorn`, which
 # only the virtualenv has: its bin goes first on PATH, as activating it would do. A run_dir's own
 # store that was copied or moved is made to name its models where they are now (flows/relocation.py).
+# TensorFlow's oneDNN kernels keep a cache of primitives per input shape and thread that a server's
+# varied requests fill: the worker grew by 40-47% of its ready size under load with them, 4-7% without
+# (benchmarks/results/README.md, "make serve's memory"); the trim after each request cannot return it.
 serve:
 	$(PY) -m flows.relocation "$(TRACKING_URI)"
 	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI="$(TRACKING_URI)" KERAS_TRANSFORMER_THREADS=$(THREADS) \
+	  TF_ENABLE_ONEDNN_OPTS=0 \
 	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT) \
 	  --workers $(WORKERS)
 

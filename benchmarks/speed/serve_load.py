@@ -4,7 +4,7 @@ real HTTP clients.
     python -m benchmarks.speed.serve_load --model-uri models:/transformer-demo@champion \\
         --tracking-uri sqlite:///$PWD/runs/demo/mlflow.db [--workers 1] [--threads 0] [--rows 1] \\
         [--levels 1,8,32] [--seconds 60] [--rounds 1] [--max-requests 20000] [--sentences FILE] \\
-        [--output benchmarks/results/serve-load-<date>.json]
+        [--server-env NAME=VALUE ...] [--output benchmarks/results/serve-load-<date>.json]
 
 Starts the server (``--workers`` uvicorn workers, each decoding on ``--threads`` threads: the served
 model's ``KERAS_TRANSFORMER_THREADS``), sends one warm-up request, then for each level of ``--levels``
@@ -16,12 +16,18 @@ source is decoded (how long one long input holds other clients back). The client
 library's (``urllib`` in threads, a new connection a request); nothing leaves the loopback interface.
 
 Reported: per level requests/s and sentences/s, latency p50/p95/p99/max over answered requests and the errors (any
-answer but 200, or none within ``--request-timeout``) by kind; the server's memory (resident set
-summed over its process tree, from ``/proc``) when ready,
-after the load and after the malformed requests, and its growth against ready; with ``--rounds N`` the
-load and the malformed requests run N times on the same server, its memory taken after each (a
-server's memory settles or keeps growing: one round cannot tell). A level's figures
-hold for this machine only: the report names it (its load average at the start too).
+answer but 200, or none within ``--request-timeout``) by kind; the server's memory (from ``/proc``) when
+ready, after the load and after the malformed requests, and its growth against ready: summed over its
+process tree (``memory_mb``), summed over its workers alone (``worker_memory_mb``: the uvicorn
+processes that load the model and decode, the processes of the tree without children; the ``mlflow``
+parent's 200-280 MB never grow, and counted in the baseline they hide a fifth of the workers' growth)
+and each process's own resident set, anonymous (heap) and file-backed part and threads
+(``processes``). With ``--rounds N`` the load and the malformed requests run N times on the same
+server, its memory taken after each (a server's memory settles or keeps growing: one round cannot
+tell). The server gets ``make serve``'s environment (:data:`MAKE_SERVE_ENV`); ``--server-env NAME=VALUE``
+(repeatable) adds to it or overrides it (``TF_ENABLE_ONEDNN_OPTS=1``, ``MALLOC_ARENA_MAX=2``); the report
+names them all. A level's figures hold for this machine only: the report names it (its load average
+at the start too).
 """
 
 from __future__ import annotations
@@ -46,13 +52,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import ROOT
-from flows.tools.process_memory import tree_rss_bytes
+from flows.tools.process_memory import tree_rss_bytes, tree_statuses
 from flows.tools.report import emit
 
 logger = logging.getLogger("serve_load")
 
 DEFAULT_SENTENCES = ROOT / "pipelines" / "tasks" / "translation" / "corpora" / "ddtp" / "en-de" / "test.en.xz"
 LEVELS = (1, 8, 32)
+#: What ``make serve`` adds to the server's environment (the Makefile's serve target says why).
+MAKE_SERVE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 COLUMN = "source"
 
 
@@ -100,6 +108,23 @@ def tree_rss_mb(pid: int) -> float:
     return round(tree_rss_bytes(pid) / 2**20, 1)
 
 
+def mb(size: int) -> float:
+    return round(size / 2**20, 1)
+
+
+def tree_processes(pid: int) -> list[dict]:
+    """Each process of ``pid``'s tree: its role (``server``: ``pid``; ``worker``: one without
+    children, which loads the model and answers requests; ``between``: a supervisor or shell), its
+    resident set (all, anonymous, file-backed) in MB and its threads."""
+    statuses = tree_statuses(pid)
+    parents = {status["ppid"] for status in statuses}
+    return [{"pid": status["pid"], "name": status.get("name", "?"),
+             "role": "server" if status["pid"] == pid else "between" if status["pid"] in parents else "worker",
+             "rss_mb": mb(status.get("rss_bytes", 0)), "anon_mb": mb(status.get("anon_bytes", 0)),
+             "file_mb": mb(status.get("file_bytes", 0)), "threads": status.get("threads")}
+            for status in statuses]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -110,12 +135,13 @@ class Server:
     """``mlflow models serve`` of ``model_uri`` on 127.0.0.1, in a process group of its own."""
 
     def __init__(self, model_uri: str, tracking_uri: str | None, workers: int, log: Path,
-                 startup_timeout: float, attempts: int = 3, threads: int = 0):
+                 startup_timeout: float, attempts: int = 3, threads: int = 0, extra_env: dict | None = None):
         from flows.serving import THREADS_VARIABLE
 
         # As with the virtual environment activated (make serve): the server runs its uvicorn.
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        env = {**os.environ, "PATH": path, "TF_CPP_MIN_LOG_LEVEL": "2", THREADS_VARIABLE: str(threads)}
+        env = {**os.environ, "PATH": path, "TF_CPP_MIN_LOG_LEVEL": "2", THREADS_VARIABLE: str(threads),
+               **(extra_env or {})}
         if tracking_uri:
             env.update(MLFLOW_TRACKING_URI=tracking_uri, MLFLOW_REGISTRY_URI=tracking_uri)
         self.log = log
@@ -154,6 +180,9 @@ class Server:
 
     def rss_mb(self) -> float:
         return tree_rss_mb(self.process.pid)
+
+    def processes(self) -> list[dict]:
+        return tree_processes(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is not None:
@@ -265,17 +294,26 @@ def long_input_hold(url: str, max_characters: int, request_timeout: float) -> di
 def measure(args, sentences: list[str], log: Path) -> dict:
     from flows.serving import MAX_SENTENCES_PER_REQUEST, MAX_SOURCE_CHARACTERS
 
-    server = Server(args.model_uri, args.tracking_uri, args.workers, log, args.startup_timeout, threads=args.threads)
+    server = Server(args.model_uri, args.tracking_uri, args.workers, log, args.startup_timeout, threads=args.threads,
+                    extra_env=args.server_env)
     try:
         logger.info("serving %s on %s (%d worker(s)), ready after %.1f s", args.model_uri, server.url,
                     args.workers, server.startup_seconds)
-        memory = {"ready": server.rss_mb()}
+        memory, worker_memory, processes = {}, {}, {}
+
+        def take(stage: str) -> None:
+            """The tree's and the workers' memory now, as ``stage``."""
+            processes[stage] = server.processes()
+            memory[stage] = server.rss_mb()
+            worker_memory[stage] = round(sum(p["rss_mb"] for p in processes[stage] if p["role"] == "worker"), 1)
+
+        take("ready")
         tick = time.perf_counter()
         status, text = post(f"{server.url}/invocations", body([sentences[0]]), args.request_timeout)
         if status != 200:
             raise RuntimeError(f"the warm-up request was answered {status}: {one_line(text)}")
         first = round(time.perf_counter() - tick, 3)
-        memory["after_first_request"] = server.rss_mb()
+        take("after_first_request")
         levels, malformed, hold, rounds = [], [], None, []
         for round_ in range(1, args.rounds + 1):
             round_levels = []
@@ -287,7 +325,7 @@ def measure(args, sentences: list[str], log: Path) -> dict:
                             level["sentences_per_second"], level["latency_seconds"]["p50"],
                             level["latency_seconds"]["p99"], level["errors"])
                 round_levels.append(level)
-            memory["after_load"] = server.rss_mb()
+            take("after_load")
             malformed = []
             for case, data, content_type in malformed_requests(MAX_SOURCE_CHARACTERS, MAX_SENTENCES_PER_REQUEST):
                 tick = time.perf_counter()
@@ -295,26 +333,40 @@ def measure(args, sentences: list[str], log: Path) -> dict:
                 malformed.append({"case": case, "status": status, "seconds": round(time.perf_counter() - tick, 3),
                                   "traceback": "Traceback" in text, "message": "" if status == 200 else one_line(text)})
             hold = long_input_hold(server.url, MAX_SOURCE_CHARACTERS, args.request_timeout)
-            memory["after_malformed"] = server.rss_mb()
+            take("after_malformed")
             levels = levels or round_levels
             rounds.append({"round": round_, "after_load_mb": memory["after_load"],
                            "after_malformed_mb": memory["after_malformed"],
+                           "worker_after_load_mb": worker_memory["after_load"],
+                           "worker_after_malformed_mb": worker_memory["after_malformed"],
                            "requests": sum(level["requests"] for level in round_levels),
                            "errors": sum(level["errors"] for level in round_levels)})
-            logger.info("round %d: memory %s MB after the load, %s MB after the malformed requests (ready: %s MB)",
-                        round_, memory["after_load"], memory["after_malformed"], memory["ready"])
+            logger.info("round %d: memory %s MB after the load, %s MB after the malformed requests (ready: %s MB); "
+                        "the worker(s) %s, %s (ready: %s MB)", round_, memory["after_load"], memory["after_malformed"],
+                        memory["ready"], worker_memory["after_load"], worker_memory["after_malformed"],
+                        worker_memory["ready"])
         status, _ = post(f"{server.url}/invocations", body([sentences[0]]), args.request_timeout)
-        for key in ("after_load", "after_malformed"):
-            memory[f"{key}_growth_percent"] = round(100 * (memory[key] / memory["ready"] - 1), 1) \
-                if memory["ready"] else None
+        for figures in (memory, worker_memory):
+            for key in ("after_load", "after_malformed"):
+                figures[f"{key}_growth_percent"] = round(100 * (figures[key] / figures["ready"] - 1), 1) \
+                    if figures["ready"] else None
     finally:
         server.stop()
     return {"server": {"startup_seconds": server.startup_seconds, "first_request_seconds": first,
                        "answers_after_malformed": status == 200},
-            "levels": levels, "errors": sum(r["errors"] for r in rounds), "memory_mb": memory, "rounds": rounds,
+            "levels": levels, "errors": sum(r["errors"] for r in rounds), "memory_mb": memory,
+            "worker_memory_mb": worker_memory, "processes": processes, "rounds": rounds,
             "malformed": malformed, "long_input": hold,
             "limits": {"max_source_characters": MAX_SOURCE_CHARACTERS,
                        "max_sentences_per_request": MAX_SENTENCES_PER_REQUEST}}
+
+
+def environment_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as ``(NAME, VALUE)``."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
 
 
 def main(argv=None) -> int:
@@ -337,8 +389,11 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=Path, default=DEFAULT_SENTENCES,
                         help="one sentence a line, plain or .xz (default: the bundled DDTP En-De test sources)")
     parser.add_argument("--server-log", type=Path, help="the server's output (default: a temporary file)")
+    parser.add_argument("--server-env", type=environment_setting, action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable added to the server's environment (repeatable), e.g. MALLOC_ARENA_MAX=2")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
+    args.server_env = {**MAKE_SERVE_ENV, **dict(args.server_env)}
     if args.workers < 1 or args.rounds < 1 or args.seconds <= 0 or args.max_requests < 1 or not args.levels \
             or min(args.levels) < 1 or args.threads < 0 or not 1 <= args.rows <= 64:
         parser.error("--workers, --rounds, --seconds, --max-requests and every level must be positive, --threads at "
@@ -349,7 +404,7 @@ def main(argv=None) -> int:
         log = args.server_log or Path(scratch) / "server.log"
         measured = measure(args, sentences, log)
     report = {"benchmark": "serve_load", "model_uri": args.model_uri, "workers": args.workers,
-              "threads": args.threads, "rows_per_request": args.rows,
+              "threads": args.threads, "rows_per_request": args.rows, "server_env": args.server_env,
               "seconds_per_level": args.seconds, "max_requests_per_level": args.max_requests,
               "sentences": {"file": str(args.sentences), "count": len(sentences)}, **measured}
     emit(report, args.output)

@@ -37,3 +37,31 @@ def tree_rss_bytes(pid: int) -> int:
         except OSError:  # ended meanwhile
             pass
     return total
+
+
+#: The lines of ``/proc/PID/status`` :func:`process_status` reads, by the name it gives them.
+_STATUS_FIELDS = {"PPid": "ppid", "VmRSS": "rss_bytes", "RssAnon": "anon_bytes", "RssFile": "file_bytes",
+                  "Threads": "threads"}
+
+
+def process_status(pid: int) -> dict | None:
+    """``pid``'s command name, parent, resident memory (all, anonymous: the heaps, file-backed: the
+    libraries) in bytes and thread count, from ``/proc/PID/status``; None once it has ended."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    status = {"pid": pid}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key == "Name":
+            status["name"] = value.strip()
+        elif key in _STATUS_FIELDS:
+            number = int(value.split()[0])
+            status[_STATUS_FIELDS[key]] = number * 1024 if value.strip().endswith("kB") else number
+    return status
+
+
+def tree_statuses(pid: int) -> list[dict]:
+    """:func:`process_status` of ``pid`` and each descendant still running, ``pid`` first."""
+    return [status for status in map(process_status, process_tree(pid)) if status is not None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -18,6 +19,7 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
     status = serve_load.main(["--model-uri", str(pyfunc), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
                               "--seconds", "2", "--max-requests", "200", "--sentences", str(sentences),
                               "--threads", "1", "--rows", "2", "--rounds", "2", "--levels", "1,8",
+                              "--server-env", "MALLOC_ARENA_MAX=2",
                               "--server-log", str(tmp_path / "server.log"), "--output", str(output)])
     report = json.loads(output.read_text())
     assert json.loads(capsys.readouterr().out) == report
@@ -34,6 +36,18 @@ def test_the_load_benchmark_reports_each_level_the_memory_and_the_malformed_requ
     memory = report["memory_mb"]
     assert all(memory[key] > 100 for key in ("ready", "after_load", "after_malformed"))  # TensorFlow is loaded
     assert {"after_load_growth_percent", "after_malformed_growth_percent"} <= set(memory)
+    # The worker alone: the model's process, less than the tree that also holds the mlflow parent.
+    worker = report["worker_memory_mb"]
+    for key in ("ready", "after_first_request", "after_load", "after_malformed"):
+        assert 100 < worker[key] < memory[key], key
+        roles = Counter(process["role"] for process in report["processes"][key])
+        assert roles["server"] == roles["worker"] == 1, report["processes"][key]
+        assert worker[key] == pytest.approx(sum(p["rss_mb"] for p in report["processes"][key] if p["role"] == "worker"))
+    assert worker["after_malformed_growth_percent"] == round(100 * (worker["after_malformed"] / worker["ready"] - 1), 1)
+    first_worker = next(p for p in report["processes"]["ready"] if p["role"] == "worker")
+    assert first_worker["threads"] > 1 and 0 < first_worker["anon_mb"] < first_worker["rss_mb"]
+    assert report["rounds"][-1]["worker_after_malformed_mb"] == worker["after_malformed"]
+    assert report["server_env"] == {"TF_ENABLE_ONEDNN_OPTS": "0", "MALLOC_ARENA_MAX": "2"}  # make serve's, and ours
     assert [r["round"] for r in report["rounds"]] == [1, 2] and all(r["errors"] == 0 for r in report["rounds"])
     assert report["rounds"][-1]["after_malformed_mb"] == memory["after_malformed"]
     assert report["rounds"][1]["requests"] >= 2
@@ -50,3 +64,9 @@ def test_percentiles_are_nearest_rank():
     values = [float(v) for v in range(1, 101)]
     assert [serve_load.percentile(values, q) for q in (50, 95, 99, 100)] == [50.0, 95.0, 99.0, 100.0]
     assert serve_load.percentile([0.3], 99) == 0.3 and serve_load.percentile([], 50) is None
+
+
+def test_a_server_variable_is_name_equals_value():
+    assert serve_load.environment_setting("MALLOC_ARENA_MAX=2") == ("MALLOC_ARENA_MAX", "2")
+    with pytest.raises(SystemExit):
+        serve_load.main(["--model-uri", "m", "--server-env", "MALLOC_ARENA_MAX"])
