@@ -27,6 +27,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from flows import metric_names
 from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are this module's API too)
     RUN_ID,
     PipelineConfig,
@@ -85,12 +86,12 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     run_logger = get_run_logger()  # decisions a user must see go to the flow run's log
     tracker = _start_tracking(config, run_dir, run_logger)
     tracker.set_tags(_prefect_links())
-    changed = tracker.log_params(to_dict(config))
+    paths = config.run_paths(tracker.run_id)
+    train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
+    changed = tracker.log_params(settings_used(config, paths))
     if changed:
         run_logger.warning("MLflow run %s resumes with changed settings (logged -> now): %s; recorded as tag "
                            "'changed_on_resume'", tracker.run_id, changed)
-    paths = config.run_paths(tracker.run_id)
-    train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
     run_logger.info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     monitor = _system_metrics(tracker)
     try:
@@ -105,16 +106,20 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
         training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
         # The final validation is the last point of the val_* curves, at the final step.
-        tracker.log_stage("training", training, training.metrics(), step=training.final_step)
-        tracker.set_tags(training.tags())
+        final, counts = metric_names.training_summary(training.validation, training.train_minutes)
+        tracker.log_stage("training", training, final, step=training.final_step)
+        tracker.set_tags({**training.tags(), **counts})
+        tracker.log_params({metric_names.PARAMETERS: training.parameters})
         model = average_task(training, config.averaging, str(paths.averaged))
         tracker.log_stage("averaging", model)
         model = calibrate_task(pipeline_task, model, vocabulary, corpus, str(paths.calibrated))
         if model.calibration is not None:
-            tracker.log_stage("calibration", model, {"decoding_bias": model.calibration["bias"]})
+            tracker.log_stage("calibration", model)
+            tracker.log_params({metric_names.CALIBRATED_BIAS: model.calibration["bias"]})
         evaluation = evaluate_task(pipeline_task, model, vocabulary, corpus, config.evaluation, config.train.preset,
                                    str(paths.evaluation))
-        tracker.log_stage("evaluation", evaluation, evaluation.metrics, step=training.final_step)
+        tracker.log_stage("evaluation", evaluation, metric_names.evaluation(evaluation.metrics, evaluation.split),
+                          step=training.final_step)
         tracker.set_tags(evaluation.text_tags())
         tracker.log_artifacts(paths.evaluation, "evaluation")
         tracker.log_tables(paths.evaluation, evaluation.tables)
@@ -130,12 +135,13 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
                 served = evaluate_export_task(pipeline_task, export, corpus, config.evaluation,
                                               str(paths.export_evaluation))
                 tracker.log_stage("export-evaluation", served,
-                                  {f"export.{name}": value for name, value in served.metrics.items()},
+                                  metric_names.evaluation(served.metrics, served.split, prefix="export_"),
                                   step=training.final_step)
                 tracker.log_artifacts(paths.export_evaluation, "export-evaluation")
             if config.tracking.register:
                 promotion = register_task(pipeline_task, tracker, config.registered_model, export, served,
-                                          corpus, config.evaluation, str(paths.work))
+                                          corpus, config.evaluation, str(paths.work),
+                                          "export_" if config.export.engine else "")
                 tracker.log_stage("promotion", promotion)
     except BaseException as err:
         tracker.finish("FAILED")
@@ -149,9 +155,20 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     point_latest_at(config.latest_link, paths.work)
     _retain(config, run_dir, tracker, run_logger)
     _link_in_prefect(tracker, pipeline_task.identity(config.data), "FINISHED",
-                     {**evaluation.metrics, **training.metrics()}, evaluation.primary)
+                     {**metric_names.evaluation(evaluation.metrics, evaluation.split), **final},
+                     metric_names.evaluation_name(evaluation.primary, evaluation.split))
     return RunResult(tracker.run_id, pipeline_task.name, str(paths.work), corpus, vocabulary, training, model,
                      evaluation, export, promotion)
+
+
+def settings_used(config: PipelineConfig, paths: RunPaths) -> dict[str, Any]:
+    """``config`` as the run's params: the settings as its stages use them, the directories this MLflow
+    run's checkpoints and averaged model go to in place of the run-id placeholder and of the averaging
+    stage's own defaults, which the pipeline replaces (:func:`flows.stages.average_task`)."""
+    settings = to_dict(config)
+    settings["train"]["checkpoint_dir"] = str(paths.train)
+    settings["averaging"].update(checkpoint_dir=str(paths.train), output_dir=str(paths.averaged))
+    return settings
 
 
 def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracker:

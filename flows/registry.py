@@ -3,10 +3,11 @@
 Each finished pipeline run logs its export as a ``pyfunc`` model (:mod:`flows.serving`: a column
 of sentences in, translations or trees out; signature and input example included, requirements
 pinned so nothing is resolved at logging time). It is logged as MLflow 3 means models to be: a
-``LoggedModel`` of the run's experiment (named ``model``, the run's output at the step it was
-evaluated at), carrying the run's evaluation scores, each linked to the dataset it was scored on
-(the run's ``test`` and ``test_unseen`` inputs), so the run's and the experiment's Models views,
-``mlflow.search_logged_models`` and the registry show one model with its scores. Each is registered
+``LoggedModel`` of the run's experiment (named as the registered model it competes in, the run's
+output at the step it was evaluated at), carrying the run's evaluation scores, each linked to the
+dataset it was scored on (the run's ``test`` and ``test_unseen`` inputs), so the run's and the
+experiment's Models views, ``mlflow.search_logged_models`` and the registry show one model with its
+scores. Each is registered
 from that logged model (source ``models:/<model id>``) as a new version of one registered model per
 task and problem (``translation-ddtp-en-de``, ``parsing-sample``). The version becomes the
 ``champion`` alias only if its primary score (BLEU, labelled F1) on the same evaluation is not worse
@@ -23,12 +24,13 @@ import importlib.metadata
 import json
 import logging
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow.exceptions import MlflowException
 
+from flows import metric_names
 from flows.results import Promotion
 
 if TYPE_CHECKING:
@@ -56,10 +58,6 @@ def pinned_requirements(engine: bool = False) -> list[str]:
 def evaluation_key(evaluation: TaskEvaluation) -> str:
     """A short name for "this split of this corpus, scored with these settings"."""
     return hashlib.sha256(json.dumps(evaluation.identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-#: The name of each run's logged model (as its Models view and ``search_logged_models`` show it).
-MODEL_NAME = "model"
 
 
 def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) -> dict[str, Any]:
@@ -98,22 +96,16 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
     return path
 
 
-def split_of(key: str, split: str, splits: Iterable[str]) -> str:
-    """The split metric ``key`` was scored on: ``split`` (the evaluation's), unless the key is
-    another split's, prefixed with its name (``test_unseen_bleu``)."""
-    others = sorted((s for s in splits if s != split), key=len, reverse=True)  # test_unseen before test
-    return next((other for other in others if key.startswith(f"{other}_")), split)
-
-
 def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: list[str],
-               evaluation: TaskEvaluation, tags: dict[str, str]):
-    """Logs the MLflow model as a ``LoggedModel`` of the tracker's run; returns its ``ModelInfo``.
+               evaluation: TaskEvaluation, tags: dict[str, str], name: str, prefix: str = ""):
+    """Logs the MLflow model as ``LoggedModel`` ``name`` of the tracker's run; returns its ``ModelInfo``.
 
     The model is the run's output at the step its evaluation was logged at, and carries the run's
     evaluation scores at that step (the same points, not copies at another time), each linked to
     the run's dataset input it was scored on. MLflow's ``log_model`` inside an active run would
     instead link every metric of the run at that step, without its dataset: the training curves'
-    last points, and the system metrics whose sample number happens to equal the step.
+    last points, and the system metrics whose sample number happens to equal the step. ``prefix``
+    names the scores of an export scored on its own (``export_``, :mod:`flows.metric_names`).
     """
     import mlflow
     import mlflow.pyfunc
@@ -124,21 +116,22 @@ def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: li
     datasets = {next((t.value for t in i.tags if t.key == "mlflow.data.context"), None): i.dataset
                 for i in run.inputs.dataset_inputs}
     points = {}
-    for key in evaluation.metrics:
+    for key in metric_names.evaluation(evaluation.metrics, evaluation.split, prefix):
         history = client.get_metric_history(run_id, key)
         if history:
             points[key] = max(history, key=lambda m: (m.step, m.timestamp))
-    step = points[evaluation.primary].step if evaluation.primary in points else 0
+    primary = prefix + metric_names.evaluation_name(evaluation.primary, evaluation.split)
+    step = points[primary].step if primary in points else 0
     with tracker.fluent():
         model = mlflow.initialize_logged_model(
-            name=MODEL_NAME, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
+            name=name, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
             params=run.data.params, tags=tags)
-        info = mlflow.pyfunc.log_model(name=MODEL_NAME, model_id=model.model_id,
+        info = mlflow.pyfunc.log_model(name=name, model_id=model.model_id,
                                        **_pyfunc_arguments(task, export_dir, examples))
     client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
     linked = []
     for key, point in points.items():
-        dataset = datasets.get(split_of(key, evaluation.split, datasets))
+        dataset = datasets.get(metric_names.section(key).removeprefix(prefix))
         linked.append(Metric(key, point.value, point.timestamp, point.step, model_id=model.model_id,
                              dataset_name=dataset.name if dataset else None,
                              dataset_digest=dataset.digest if dataset else None, run_id=run_id))

@@ -40,7 +40,7 @@ def test_variants_run_as_child_runs_and_the_table_lands_in_mlflow_and_prefect(tm
     for r in records:
         child = client.get_run(r["mlflow_run_id"])
         assert child.data.tags["mlflow.parentRunId"] == result["run_id"]
-        assert child.info.run_name == r["name"] and child.data.metrics["parameters"] == r["parameters"]
+        assert child.info.run_name == r["name"] and child.data.params["model.parameters"] == str(r["parameters"])
     # An ablation compares recipes; it never registers a model or moves a champion.
     assert not client.search_registered_models()
     table = mlflow.artifacts.load_text(f"{parent.info.artifact_uri}/ablation/table.md")

@@ -295,11 +295,11 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
     assert state["run_id"] == mlflow_run_id and state["flow_run_id"] == str(second.id)
     mlflow = MlflowClient(mlflow_uri, registry_uri=mlflow_uri)
     run = mlflow.get_run(mlflow_run_id)
-    assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
     assert run.data.tags["prefect.flow_run_id"] == str(second.id)
     assert run.data.tags["prefect.deployment_id"] == str(deployment.id)
     # Each logged step once, though the steps after the checkpoint were trained twice.
-    assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "loss")) == list(range(2, 49, 2))
+    assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "train/loss")) == list(range(2, 49, 2))
     assert len(mlflow.search_runs([run.info.experiment_id])) == 1  # no second MLflow run
     # The Prefect side links back: the run's page on the tracking server.
     assert f"({mlflow_uri}/#/experiments/{run.info.experiment_id}/runs/{mlflow_run_id}?workflowType=machine_learning)" \

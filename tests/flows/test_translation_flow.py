@@ -56,8 +56,8 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert run.info.status == "FINISHED"
     assert run.data.params["train.preset"] == "demo"
     assert run.data.params["data.source"] == "ddtp"
-    assert {"bleu", "chrf", "tokenized_bleu_compound_split", "loss"} <= set(run.data.metrics)
-    loss_history = client.get_metric_history(run.info.run_id, "loss")
+    assert {"test/bleu", "test/chrf", "test/tokenized_bleu_compound_split", "train/loss"} <= set(run.data.metrics)
+    loss_history = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]
     assert run.data.tags["bleu.signature"] == scores["bleu"]["signature"]
     # How it trained: the strategy, its replicas and the precision, as the train stage returned them.
@@ -85,6 +85,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
 
 
 def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_run):
+    from flows import metric_names
     from flows.tracking import Tracker
 
     tmp_path, _, result = finished_run
@@ -95,9 +96,16 @@ def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_
               "promotion": result.promotion}
     for name, returned in stages.items():
         assert type(returned).from_dict(tracker.logged_stage(name)) == returned, name
-    metrics = tracker.client.get_run(result.run_id).data.metrics
-    assert {k: metrics[k] for k in result.evaluation.metrics} == result.evaluation.metrics
-    assert {k: metrics[k] for k in result.training.metrics()} == pytest.approx(result.training.metrics())
+    run = tracker.client.get_run(result.run_id)
+    metrics = run.data.metrics
+    scores = {f"{split}/{name}": value for key, value in result.evaluation.metrics.items()
+              for split, name in [metric_names.split_and_name(key, "test")]}
+    assert {k: metrics[k] for k in scores} == scores
+    assert scores["test_unseen/bleu"] == result.evaluation.metrics["test_unseen_bleu"]
+    training = result.training.metrics()
+    assert metrics["val/perplexity"] == pytest.approx(training["val_perplexity"])
+    assert metrics["train/minutes"] == pytest.approx(training["train_minutes"])
+    assert run.data.params["model.parameters"] == str(training["parameters"])
     assert result.evaluation.primary == "bleu" and result.evaluation.split == "test"
 
 
@@ -136,9 +144,10 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     assert "](http" not in markdown
     rows = score_rows(markdown)
     metrics = result.evaluation.metrics
-    assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
-    assert f"| chrf | {metrics['chrf']:.6g} |" in rows
-    assert any(row.startswith("| val_perplexity | ") for row in rows)
+    assert rows[0] == f"| **test/bleu** | {metrics['bleu']:.6g} |"  # the primary score first
+    assert f"| test/chrf | {metrics['chrf']:.6g} |" in rows
+    assert f"| test_unseen/bleu | {metrics['test_unseen_bleu']:.6g} |" in rows
+    assert any(row.startswith("| val/perplexity | ") for row in rows)
     # The run's log gives figures, not dicts of floats (each validation is the training stage's line:
     # test_cli.py, where the project's loggers reach the log as in a user's run).
     logs = flow_run_logs(run.data.tags["prefect.flow_run_id"])
@@ -231,20 +240,22 @@ def test_the_run_s_model_is_a_logged_model_with_its_scores_and_datasets_register
                                          filter_string=f"source_run_id = '{result.run_id}'")
     assert len(models) == 1, models
     model = models[0]
-    assert (model.name, model.status, model.model_type) == ("model", "READY", "translation")
+    assert (model.name, model.status, model.model_type) == ("flow-test", "READY", "translation")
     assert [(o.model_id, o.step) for o in run.outputs.model_outputs] == [(model.model_id, 12)]
     assert model.params["train.preset"] == "demo"  # the run's settings, as the models table compares them
     scored = {(m.key, m.dataset_name): m.value for m in model.metrics}
     evaluation = result.evaluation.metrics
-    assert scored[("bleu", "translation-ddtp-en-de-test")] == evaluation["bleu"]
-    assert scored[("test_unseen_bleu", "translation-ddtp-en-de-test_unseen")] == evaluation["test_unseen_bleu"]
-    assert {key for key, _ in scored} == set(evaluation)  # the scores only: no training curve, no system metric
+    assert scored[("test/bleu", "translation-ddtp-en-de-test")] == evaluation["bleu"]
+    assert scored[("test_unseen/bleu", "translation-ddtp-en-de-test_unseen")] == evaluation["test_unseen_bleu"]
+    # The scores only (no training curve, no system metric), each on the split its name begins with.
+    assert len(scored) == len(evaluation) and all(key.split("/")[0] == name.rsplit("-", 1)[1] for key, name in scored)
     digests = {d.dataset.name: d.dataset.digest for d in run.inputs.dataset_inputs}
-    assert {m.dataset_digest for m in model.metrics if m.key == "bleu"} == {digests["translation-ddtp-en-de-test"]}
+    assert {m.dataset_digest for m in model.metrics if m.key == "test/bleu"} == \
+        {digests["translation-ddtp-en-de-test"]}
     # The same model, found by the dataset it was scored on and by its score.
     on_unseen = mlflow.search_logged_models(
         experiment_ids=[experiment.experiment_id], datasets=[{"dataset_name": "translation-ddtp-en-de-test_unseen"}],
-        filter_string=f"metrics.test_unseen_bleu = {evaluation['test_unseen_bleu']}", output_format="list")
+        filter_string=f"metrics.`test_unseen/bleu` = {evaluation['test_unseen_bleu']}", output_format="list")
     assert [m.model_id for m in on_unseen] == [model.model_id]
 
     version = client.get_model_version_by_alias("flow-test", "champion")
@@ -403,7 +414,7 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     client = MlflowClient(uri, registry_uri=uri)
     for run_id in (first.run_id, second.run_id):
         run = client.get_run(run_id)
-        assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+        assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
 
     # The data and vocabulary were up to date: Prefect shows those stages as Cached.
     from prefect.client.orchestration import get_client
