@@ -56,8 +56,17 @@ def pinned_requirements(engine: bool = False) -> list[str]:
 
 
 def evaluation_key(evaluation: TaskEvaluation) -> str:
-    """A short name for "this split of this corpus, scored with these settings"."""
-    return hashlib.sha256(json.dumps(evaluation.identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """A short name for "this split of this corpus, scored with these settings": the split, then a
+    digest of the rest (``test.60790bcf6025``)."""
+    identity = evaluation.identity
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{identity['split']}.{digest}"
+
+
+def score_tag(metric: str, key: str) -> str:
+    """The model version tag holding its ``metric`` on evaluation ``key``: ``score.bleu.test.60790bcf6025``
+    reads "BLEU on the test split, evaluation 60790bcf6025"."""
+    return f"score.{metric}.{key}"
 
 
 def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) -> dict[str, Any]:
@@ -147,22 +156,28 @@ def exported_uri(client, version) -> str:
     return f"{client.get_model_version_download_uri(version.name, version.version)}/artifacts/export"
 
 
-def register(tracker: Tracker, name: str, model_id: str, tags: dict[str, str]):
+def register(tracker: Tracker, name: str, model_id: str, tags: dict[str, str], description: str = "",
+             model_description: str = ""):
     """A new version of registered model ``name`` from logged model ``model_id`` (source
-    ``models:/<model id>``, the run its source run), which in turn names its versions."""
+    ``models:/<model id>``, the run its source run), which in turn names its versions.
+
+    ``description`` is the version's, ``model_description`` the registered model's where it has none
+    yet (one a team wrote in the UI stays)."""
     from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
 
     client = tracker.client
     try:
-        client.create_registered_model(name, tags={"task": tags.get("task", "")})
+        client.create_registered_model(name, tags={"task": tags.get("task", "")}, description=model_description)
     except MlflowException as err:
         if err.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
+        if model_description and not client.get_registered_model(name).description:
+            client.update_registered_model(name, description=model_description)
     model = client.get_logged_model(model_id)
     # A SQL registry resolves a ``models:/`` source through MLflow's default tracking URI.
     with tracker.fluent():
         version = client.create_model_version(name, f"models:/{model_id}", run_id=model.source_run_id,
-                                              tags=tags, model_id=model_id)
+                                              tags=tags, model_id=model_id, description=description)
     # What ``mlflow.register_model`` records too: the logged model's page lists its versions.
     versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
     client.set_logged_model_tags(model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(
@@ -192,10 +207,10 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
     if champion is None:
         promoted, reason = True, "no champion yet"
     else:
-        recorded = champion.tags.get(f"score.{key}")
+        recorded = champion.tags.get(score_tag(primary, key))
         champion_score = float(recorded) if recorded is not None else evaluate_champion(champion)
         if recorded is None:  # remembered, so the next challenger on this evaluation need not redo it
-            client.set_model_version_tag(name, champion.version, f"score.{key}", str(champion_score))
+            client.set_model_version_tag(name, champion.version, score_tag(primary, key), str(champion_score))
         champion_version = champion.version
         promoted = score >= champion_score
         reason = (f"{primary} {score:.2f} {'>=' if promoted else '<'} champion v{champion.version}'s "
@@ -205,10 +220,49 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
                          champion_version=champion_version, champion_score=champion_score)
     if promoted:
         client.set_registered_model_alias(name, CHAMPION, version)
-    client.set_model_version_tag(name, version, "promotion", json.dumps(decision.to_dict()))
-    client.set_model_version_tag(name, version, "promoted", str(promoted).lower())
+    for tag, value in promotion_tags(decision).items():
+        client.set_model_version_tag(name, version, tag, value)
     logger.info("%s v%s: %s (%s)", name, version, "promoted to champion" if promoted else "not promoted", reason)
     return decision
+
+
+def promotion_tags(decision: Promotion) -> dict[str, str]:
+    """The decision as a model version's tags, each short enough to read whole in the registry's page
+    (the whole record is the run's ``stages/promotion.json``)."""
+    champion = "none" if decision.champion_version is None else \
+        f"v{decision.champion_version}, {decision.metric} {decision.champion_score:.2f}"
+    return {"promotion.promoted": str(decision.promoted).lower(), "promotion.reason": decision.reason,
+            "promotion.champion_before": champion,
+            "promotion.score": f"{decision.metric} {decision.challenger_score:.2f} on {decision.evaluation_key}"}
+
+
+def scores_summary(evaluation: TaskEvaluation) -> str:
+    """The primary score on the unseen test split (where the corpus has one) and on the evaluation's
+    split: ``test_unseen BLEU 10.20, test BLEU 12.30``."""
+    label = {"bleu": "BLEU", "chrf": "chrF"}.get(evaluation.primary, evaluation.primary)
+    scores = [f"{evaluation.split} {label} {evaluation.score:.2f}"]
+    unseen = evaluation.metrics.get(f"test_unseen_{evaluation.primary}")
+    if unseen is not None:
+        scores.insert(0, f"test_unseen {label} {unseen:.2f}")
+    return ", ".join(scores)
+
+
+def version_description(decision: Promotion, run_name: str, scores: str) -> str:
+    """What a registry reader sees first of a version: the run it came from, its scores and verdict."""
+    verdict = "the champion" if decision.promoted else "not the champion"
+    return f"From run {run_name}: {scores}. {verdict.capitalize()}: {decision.reason}."
+
+
+def model_description(name: str, task: str, primary: str, split: str) -> str:
+    """What a registry reader sees first of registered model ``name``: what its versions are and how
+    the champion is chosen."""
+    from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
+
+    return (f"The {task} models of one purpose ({name}): each version is the export of one run of "
+            f"keras-transformer's {task} pipeline, an MLflow pyfunc (column `{INPUT_COLUMN}` in, "
+            f"`{OUTPUT_COLUMNS.get(task, 'output')}` out). Alias `{CHAMPION}` is the version with the best "
+            f"{primary} on the {split} split, compared on the same evaluation; "
+            f"`make serve MODEL=models:/{name}@{CHAMPION}` serves it.")
 
 
 def decision_markdown(decision: Promotion) -> str:

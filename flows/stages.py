@@ -270,8 +270,13 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
     logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags,
                                  model_name, metric_prefix)
     key = registry.evaluation_key(evaluation)
-    version = registry.register(tracker, model_name, logged.model_id,
-                                {**tags, f"score.{key}": str(evaluation.score)})
+    run_name = tracker.client.get_run(tracker.run_id).info.run_name
+    scores = registry.scores_summary(evaluation)
+    score = {registry.score_tag(evaluation.primary, key): str(evaluation.score)}
+    version = registry.register(
+        tracker, model_name, logged.model_id, {**tags, **score}, description=f"From run {run_name}: {scores}.",
+        model_description=registry.model_description(model_name, pipeline_task.name, evaluation.primary,
+                                                     evaluation.split))
 
     def evaluate_champion(champion) -> float:
         import mlflow.artifacts
@@ -289,6 +294,8 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
 
     promotion = registry.promote(tracker.client, model_name, version.version, evaluation.primary, evaluation.score,
                                  key, evaluate_champion)
+    tracker.client.update_model_version(model_name, version.version,
+                                        registry.version_description(promotion, run_name, scores))
     tracker.set_tags({"registered_model": model_name, "model_version": str(version.version),
                       "promotion.promoted": str(promotion.promoted).lower(),
                       "promotion.reason": promotion.reason})

@@ -289,7 +289,7 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
         assert (int(reached[1]), int(reached[2])) == (48, resumable)  # from the checkpoint, not step 0
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             flow_run_id=ArtifactFilterFlowRunId(any_=[second.id])))
-        link = next(a.data for a in artifacts if a.key == "mlflow-run-translation-ddtp-en-de")
+        link = next(a.data for a in artifacts if a.key == "mlflow-run-flow-test")
 
     state = json.loads((run_dir / STATE_FILE).read_text())
     assert state["run_id"] == mlflow_run_id and state["flow_run_id"] == str(second.id)

@@ -109,7 +109,7 @@ def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_
     assert result.evaluation.primary == "bleu" and result.evaluation.split == "test"
 
 
-def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-translation-ddtp-en-de"):
+def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-flow-test"):
     """The markdown artifact a pipeline flow run left naming its MLflow run, read from the Prefect API."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
@@ -139,8 +139,10 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     assert f"- experiment: `flow-test` (id {run.info.experiment_id})" in markdown
     assert f"- tracking URI: `{uri}`" in markdown
     # A SQLite store has no UI to link to: the command that opens one on it instead.
-    assert f"`mlflow ui --backend-store-uri {uri}`, then http://127.0.0.1:5000/#/experiments/" \
-        f"{run.info.experiment_id}/runs/{result.run_id}?workflowType=machine_learning" in markdown
+    page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{result.run_id}" \
+        "?workflowType=machine_learning"
+    assert f"`make ui STORE={uri}` (or `mlflow ui --backend-store-uri {uri}`), then {page}" in markdown
+    assert result.page == page  # what the command line's summary prints
     assert "](http" not in markdown
     rows = score_rows(markdown)
     metrics = result.evaluation.metrics
@@ -167,7 +169,7 @@ def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     run = MlflowClient(state["tracking_uri"]).get_run(state["run_id"])
     assert run.info.status == "FAILED"
-    markdown = mlflow_run_artifact(state["flow_run_id"], "mlflow-run-translation-folder-en-de")
+    markdown = mlflow_run_artifact(state["flow_run_id"])  # keyed by the experiment, as the finished one
     assert "## MLflow run failed" in markdown and f"- run: `{state['run_id']}`" in markdown
     assert "- error: DataError: " in markdown and "not a directory" in markdown
     assert not score_rows(markdown)
@@ -434,7 +436,10 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     champion = client.get_model_version_by_alias("flow-test", "champion")
     assert champion.version == (decision.challenger_version if decision.promoted else "1")
     version = client.get_model_version("flow-test", decision.challenger_version)
-    assert json.loads(version.tags["promotion"])["promoted"] == decision.promoted
+    assert version.tags["promotion.promoted"] == str(decision.promoted).lower()
+    assert version.tags["promotion.champion_before"] == f"v1, bleu {first_bleu:.2f}"
+    assert version.tags[f"score.bleu.{decision.evaluation_key}"] == str(second_bleu)
+    assert version.description.startswith(f"From run {client.get_run(second.run_id).info.run_name}: ")
     assert client.get_run(second.run_id).data.tags["promotion.promoted"] == str(decision.promoted).lower()
     # The decision is in the flow run's log, as Prefect's UI shows it.
     verdict = "promoted to champion" if decision.promoted else "not promoted"
