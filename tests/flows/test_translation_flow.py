@@ -3,6 +3,7 @@ MLflow (SQLite store in the run directory), real stages; a tiny model and few st
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -470,3 +471,54 @@ def test_the_run_benchmarks_give_back_what_the_run_shipped(finished_run):
     assert paired["paired_run_over_base"]["test_unseen"]["changed_sentences"] == 0
     assert paired["curves"]["run"]["steps"] == 12
     assert sorted(paired["curves"]["run"]["validation_perplexity_by_step"]) == ["12", "6"]
+
+
+def test_the_run_reads_in_mlflow_s_ui_as_a_team_browses_it(finished_run):
+    """Through MLflow's client, what its UI shows of the run: metrics in sections by prefix and no count
+    charted, params equal to what the stages used, names and descriptions set, links that work."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.pipeline_config import RUN_ID
+
+    tmp_path, _, result = finished_run
+    uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    run = client.get_run(result.run_id)
+    sections = {key.split("/")[0] for key in run.data.metrics if "/" in key}
+    assert {key for key in run.data.metrics if "/" not in key} == set(), run.data.metrics  # every one in a section
+    assert {"train", "val", "test", "test_unseen", "system"} <= sections, sections
+    assert {"train/loss", "train/learning_rate", "val/perplexity", "test/bleu", "test_unseen/bleu",
+            "test_unseen/chrf"} <= set(run.data.metrics)
+    # Counts that describe the run, not measure it: params and tags, not charts of a flat line or one dot.
+    assert not [key for key in run.data.metrics if key in {"train/step", "train/parameters", "train/batches",
+                                                           "val/tokens"}]
+    assert run.data.params["model.parameters"] == str(result.training.parameters)
+    assert run.data.tags["training.batches_per_step"] and int(run.data.tags["validation.tokens"]) > 0
+
+    params = run.data.params
+    work = Path(result.run_path)
+    assert not [key for key, value in params.items() if RUN_ID in value]
+    assert params["train.checkpoint_dir"] == result.training.checkpoint_dir == str(work / "train")
+    assert params["averaging.checkpoint_dir"] == str(work / "train")
+    assert params["averaging.output_dir"] == str(Path(result.model.path).parent) == str(work / "averaged")
+
+    assert re.fullmatch(r"translation-demo-\d{4}-\d{6}", run.info.run_name), run.info.run_name
+    flow_run_name = run.data.tags["prefect.flow_run_name"]
+    assert flow_run_name == run.info.run_name  # one name in Prefect's UI and MLflow's
+    url = run.data.tags.get("prefect.flow_run_url")
+    assert url is None or re.match(r"https?://", url), url  # the test's temporary Prefect API has no UI
+    assert run.data.tags["mlflow.note.content"]
+
+    (model,) = [client.get_logged_model(o.model_id) for o in run.outputs.model_outputs]
+    assert model.name == result.promotion.model == "flow-test"
+    registered = client.get_registered_model("flow-test")
+    assert "translation" in registered.description and "champion" in registered.description
+    version = client.get_model_version("flow-test", result.promotion.challenger_version)
+    assert version.description.startswith(f"From run {run.info.run_name}: test_unseen BLEU ")
+    assert version.description.endswith("The champion: no champion yet.")
+    assert version.tags["promotion.promoted"] == "true" and version.tags["promotion.reason"] == "no champion yet"
+    assert "promotion" not in version.tags and all(len(value) < 250 for value in version.tags.values())
+    hashed = [key for key in version.tags if re.fullmatch(r"score\.[0-9a-f]+", key)]
+    assert not hashed and version.tags[f"score.bleu.{result.promotion.evaluation_key}"] == \
+        str(result.evaluation.score)
+    assert result.promotion.evaluation_key.startswith("test.")
