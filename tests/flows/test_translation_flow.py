@@ -70,13 +70,15 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert {"evaluation", "keras_model", "tokenizer", "data"} <= artifacts  # the MLflow model: its logged model's
     evaluation = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation")}
     assert {"hypotheses.txt", "references.txt", "scores.json", "sentences.json", "attention"} <= evaluation
-    # What a reader opens: every test sentence with its sentence BLEU as an MLflow table, and pictures.
+    # What a reader opens: every test sentence with its sentence chrF and BLEU as an MLflow table, and
+    # pictures, for both test splits.
     table = json.loads(Path(client.download_artifacts(run.info.run_id, "tables/sentences.json", str(work.parent)))
                        .read_text("utf-8"))
     assert len(table["data"]) == scores["evaluation"]["num_sentences"]
-    assert table["columns"][0] == "sentence_bleu"
-    pictures = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation/attention")}
-    assert pictures == {"best-1.png", "best-2.png", "worst-1.png", "worst-2.png"}
+    assert table["columns"][:2] == ["sentence_chrf", "sentence_bleu"]
+    for folder in ("evaluation/attention", "evaluation/test_unseen/attention"):
+        pictures = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, folder)}
+        assert pictures == {"best-1.png", "best-2.png", "worst-1.png", "worst-2.png"}, folder
     # Who and what: the Prefect flow run, the code, the settings' fingerprint.
     assert run.data.tags["prefect.flow_run_id"] and run.data.tags["settings_fingerprint"] == state["fingerprint"]
     assert len(run.data.tags["mlflow.source.git.commit"]) == 40

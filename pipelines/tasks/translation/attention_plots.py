@@ -146,13 +146,15 @@ def draw_heads(weights: np.ndarray, row_labels: list[str], column_labels: list[s
     heads, n_rows, n_cols = weights.shape
     grid_cols = min(columns, heads)
     grid_rows = math.ceil(heads / grid_cols)
-    # Cell size grows with the sentence so the token labels stay readable.
-    cell = max(2.5, 0.18 * max(n_rows, n_cols) + 1.0)
+    # A panel grows with its sentence, a token's row and column a fixed share of it, and the labels'
+    # font with them: scaled to fit a screen, a picture keeps its labels in proportion to its cells.
+    tokens = max(n_rows, n_cols)
+    cell = max(3.0, 0.24 * tokens + 1.2)
     # Constrained layout keeps the token labels of one panel out of its neighbours.
     figure = Figure(figsize=(cell * grid_cols + 1.5, cell * grid_rows + 1.0), dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     vmax = float(weights.max()) if weights.size else 1.0
-    font = max(4, 9 - max(n_rows, n_cols) // 10)
+    font = 10 if tokens <= 40 else max(6, 10 - (tokens - 40) // 8)
     image = None
     for head in range(heads):
         axes = figure.add_subplot(grid_rows, grid_cols, head + 1)
