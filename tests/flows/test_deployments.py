@@ -48,6 +48,37 @@ def prefect_server():
     yield
 
 
+def test_the_deployments_run_form_and_trigger_say_what_they_are():
+    """What Prefect's UI shows of a deployment: each parameter of the Run form with its help text (the
+    flow's docstring, as ``prefect deploy`` reads it), the crash trigger's automation named and described;
+    and the name each flow run gets, the task and preset of its settings."""
+    import yaml
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    from flows.parsing import parsing_pipeline
+    from flows.translation import translation_pipeline
+
+    for flow in (translation_pipeline, parsing_pipeline):
+        properties = flow.parameters.model_dump()["properties"]
+        assert set(properties) == {"config_path", "overrides"}
+        assert "YAML file" in properties["config_path"]["description"]
+        assert "train_steps" in properties["overrides"]["description"]
+    deployments = yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]
+    triggers = [DeploymentEventTrigger(**t) for d in deployments for t in d.get("triggers", [])]
+    assert triggers and all(t.name and len(t.description) > 40 for t in triggers), triggers
+    assert triggers[0].name == "Restart a crashed cpu-small-weekly-retrain run"
+
+
+def test_a_run_is_named_after_its_task_preset_and_time():
+    import datetime
+
+    from flows.tracking import run_name
+
+    when = datetime.datetime(2026, 12, 6, 7, 5, 9)
+    assert run_name("translation", "demo", when) == "translation-demo-1206-070509"
+    assert run_name("parsing", None, when) == "parsing-1206-070509"
+
+
 class Processes:
     """The processes the test starts, each in its own session, logged to ``<root>/<name>.log``."""
 
@@ -239,6 +270,7 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
         automations = client.read_resource_related_automations(f"prefect.deployment.{deployment.id}")
         on_crash = {a.id for a in automations if a.enabled and "prefect.flow-run.Crashed" in a.trigger.expect}
         assert on_crash, automations
+        assert {a.name for a in automations if a.id in on_crash} == {"Restart a crashed cpu-small-weekly-retrain run"}
 
         def runs() -> list:
             """Runs of the deployment, oldest first; not the cron schedule's future ones."""
@@ -298,6 +330,9 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
     assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
     assert run.data.tags["prefect.flow_run_id"] == str(second.id)
     assert run.data.tags["prefect.deployment_id"] == str(deployment.id)
+    # One name in both UIs: the flow run that started the MLflow run named it (the task and preset).
+    assert run.info.run_name == first.name and first.name.startswith("translation-demo-")
+    assert run.data.tags["prefect.flow_run_url"].startswith(f"{api.removesuffix('/api')}/runs/flow-run/")
     # Each logged step once, though the steps after the checkpoint were trained twice.
     assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "train/loss")) == list(range(2, 49, 2))
     assert len(mlflow.search_runs([run.info.experiment_id])) == 1  # no second MLflow run
