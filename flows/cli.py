@@ -132,7 +132,8 @@ def _report(result: RunResult) -> None:
     evaluation, training = result.evaluation, result.training
     print(f"MLflow run {result.run_id} ({result.task}); its files: {result.run_path}")
     if result.page:
-        print(f"Its page in MLflow's UI (`make ui` starts it on the demo's store): {result.page}")
+        print(f"Its page in MLflow's UI: {result.page} (a run_dir's own store: `make ui STORE=sqlite:///<run_dir>/"
+              "mlflow.db` starts the UI)")
     print(f"Trained from step {training.start_step} to {training.final_step}; averaged model: {result.model.path}")
     if result.export is not None:
         print(f"Exported model: {result.export.directory}")

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHAMPION = "champion"
+#: The primary metrics as a reader writes them.
+LABELS = {"bleu": "BLEU", "chrf": "chrF", "f1": "labelled F1"}
 #: Distributions the pyfunc needs at load time, pinned to the versions that logged it.
 REQUIREMENTS = ("tensorflow", "tensorflow-text", "keras", "mlflow", "pandas", "numpy", "cloudpickle")
 
@@ -239,7 +241,7 @@ def promotion_tags(decision: Promotion) -> dict[str, str]:
 def scores_summary(evaluation: TaskEvaluation) -> str:
     """The primary score on the unseen test split (where the corpus has one) and on the evaluation's
     split: ``test_unseen BLEU 10.20, test BLEU 12.30``."""
-    label = {"bleu": "BLEU", "chrf": "chrF"}.get(evaluation.primary, evaluation.primary)
+    label = LABELS.get(evaluation.primary, evaluation.primary)
     scores = [f"{evaluation.split} {label} {evaluation.score:.2f}"]
     unseen = evaluation.metrics.get(f"test_unseen_{evaluation.primary}")
     if unseen is not None:
@@ -261,7 +263,7 @@ def model_description(name: str, task: str, primary: str, split: str) -> str:
     return (f"The {task} models of one purpose ({name}): each version is the export of one run of "
             f"keras-transformer's {task} pipeline, an MLflow pyfunc (column `{INPUT_COLUMN}` in, "
             f"`{OUTPUT_COLUMNS.get(task, 'output')}` out). Alias `{CHAMPION}` is the version with the best "
-            f"{primary} on the {split} split, compared on the same evaluation; "
+            f"{LABELS.get(primary, primary)} on the {split} split, compared on the same evaluation; "
             f"`make serve MODEL=models:/{name}@{CHAMPION}` serves it.")
 
 

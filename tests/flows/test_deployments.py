@@ -332,7 +332,7 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
     assert run.data.tags["prefect.deployment_id"] == str(deployment.id)
     # One name in both UIs: the flow run that started the MLflow run named it (the task and preset).
     assert run.info.run_name == first.name and first.name.startswith("translation-demo-")
-    assert run.data.tags["prefect.flow_run_url"].startswith(f"{api.removesuffix('/api')}/runs/flow-run/")
+    assert run.data.tags["prefect.flow_run_url"] == f"{api.removesuffix('/api')}/flow-runs/flow-run/{second.id}"
     # Each logged step once, though the steps after the checkpoint were trained twice.
     assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "train/loss")) == list(range(2, 49, 2))
     assert len(mlflow.search_runs([run.info.experiment_id])) == 1  # no second MLflow run

@@ -61,18 +61,20 @@ def draw_attention(translator: Any, table: dict[str, Any], output_dir: Path, cou
     model = getattr(translator, "model", None)
     if model is None or count <= 0:
         return []
-    # Two panels a row and sentences cut at 40 pieces: shown at the width of MLflow's artifact pane,
-    # a panel's token labels stay readable (four a row of 60 pieces shrank them to a few pixels).
-    config = AttentionPlotConfig(kinds=("encoder_decoder",), columns=2, max_tokens=40)
+    config = AttentionPlotConfig(kinds=("encoder_decoder",), max_tokens=48)
     written = []
     for name, sentences in extremes(table, count).items():
         for index, (source, translation) in enumerate(sentences, 1):
             maps = attention_maps(model, translator.tokenizer, source, translation, config,
                                   translator.target_tokenizer)
             rows, columns = maps.labels("encoder_decoder")
+            # Shown at the width of MLflow's artifact pane (about 800 pixels), a picture keeps labels of
+            # 9 pixels or more with two heads a row up to 24 pieces, one a row beyond (four a row of 60
+            # pieces shrank them to 3).
+            across = 2 if max(len(rows), len(columns)) <= 24 else 1
             title = f"Encoder-decoder attention, layer {maps.layer + 1}: {name} {index} by sentence chrF"
             path = Path(output_dir) / ATTENTION_DIR / f"{name}-{index}.png"
-            written.append(draw_heads(maps.weights["encoder_decoder"], rows, columns, title, path,
-                                      config.columns, config.dpi))
+            written.append(draw_heads(maps.weights["encoder_decoder"], rows, columns, title, path, across,
+                                      config.dpi))
     logger.info("attention of the %d best and worst sentences in %s", count, Path(output_dir) / ATTENTION_DIR)
     return written
