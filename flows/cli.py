@@ -147,3 +147,7 @@ def _report(result: RunResult) -> None:
     for example in evaluation.examples:
         print(f"  source:    {example['source']}\n  reference: {example['reference']}\n"
               f"  output:    {example['translation']}\n")
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():  # the run's temporary Prefect server stops with it; its records stay
+        print("Prefect keeps this flow run, its logs, task graph and artifacts: `prefect server start` shows them.")

@@ -108,7 +108,7 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
 
 
 def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: list[str],
-               evaluation: TaskEvaluation, tags: dict[str, str], name: str, prefix: str = ""):
+               evaluation: TaskEvaluation, tags: dict[str, str], name: str, prefix: str = "", description: str = ""):
     """Logs the MLflow model as ``LoggedModel`` ``name`` of the tracker's run; returns its ``ModelInfo``.
 
     The model is the run's output at the step its evaluation was logged at, and carries the run's
@@ -116,11 +116,14 @@ def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: li
     the run's dataset input it was scored on. MLflow's ``log_model`` inside an active run would
     instead link every metric of the run at that step, without its dataset: the training curves'
     last points, and the system metrics whose sample number happens to equal the step. ``prefix``
-    names the scores of an export scored on its own (``export_``, :mod:`flows.metric_names`).
+    names the scores of an export scored on its own (``export_``, :mod:`flows.metric_names`);
+    ``description`` is what the model's page says first.
     """
     import mlflow
     import mlflow.pyfunc
     from mlflow.entities import LoggedModelOutput, Metric
+
+    from flows.tracking import DESCRIPTION
 
     client, run_id = tracker.client, tracker.run_id
     run = client.get_run(run_id)
@@ -136,7 +139,7 @@ def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: li
     with tracker.fluent():
         model = mlflow.initialize_logged_model(
             name=name, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
-            params=run.data.params, tags=tags)
+            params=run.data.params, tags={**tags, **({DESCRIPTION: description} if description else {})})
         info = mlflow.pyfunc.log_model(name=name, model_id=model.model_id,
                                        **_pyfunc_arguments(task, export_dir, examples))
     client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])

@@ -267,11 +267,12 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
     work_dir = Path(work)
     examples = [example["source"] for example in evaluation.examples] or ["A sentence ."]
     tags = {"task": pipeline_task.name, "primary_metric": evaluation.primary}
-    logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags,
-                                 model_name, metric_prefix)
-    key = registry.evaluation_key(evaluation)
     run_name = tracker.client.get_run(tracker.run_id).info.run_name
     scores = registry.scores_summary(evaluation)
+    logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags,
+                                 model_name, metric_prefix,
+                                 description=f"The {pipeline_task.name} model of run {run_name}: {scores}.")
+    key = registry.evaluation_key(evaluation)
     score = {registry.score_tag(evaluation.primary, key): str(evaluation.score)}
     version = registry.register(
         tracker, model_name, logged.model_id, {**tags, **score}, description=f"From run {run_name}: {scores}.",

@@ -513,6 +513,7 @@ def test_the_run_reads_in_mlflow_s_ui_as_a_team_browses_it(finished_run):
 
     (model,) = [client.get_logged_model(o.model_id) for o in run.outputs.model_outputs]
     assert model.name == result.promotion.model == "flow-test"
+    assert model.tags["mlflow.note.content"].startswith(f"The translation model of run {run.info.run_name}: ")
     registered = client.get_registered_model("flow-test")
     assert "translation" in registered.description and "champion" in registered.description
     version = client.get_model_version("flow-test", result.promotion.challenger_version)
