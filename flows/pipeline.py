@@ -61,7 +61,8 @@ from flows.stages import (
     train_task,
     train_timeout,
 )
-from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_name, run_status
+from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_status
+from flows.ui import run_name
 from pipelines.config import to_dict
 from pipelines.quiet_tensorflow import import_quietly
 from pipelines.results import TrainingSummary

@@ -126,7 +126,7 @@ def _flow_run_name(spec: TaskFlow) -> Callable[[], str]:
         import yaml
         from prefect.runtime import flow_run
 
-        from flows.tracking import run_name
+        from flows.ui import run_name
         from pipelines.config import merge
 
         parameters = flow_run.parameters or {}

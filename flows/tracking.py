@@ -11,7 +11,6 @@ are read by the command line before anything else, and importing MLflow takes mo
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import math
@@ -151,13 +150,6 @@ def public_uri(uri: str) -> str:
     if not parts.username and not parts.password:
         return uri
     return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def run_name(task: str, preset: str | None, now: datetime.datetime | None = None) -> str:
-    """A run's name in Prefect and MLflow alike: its task, its preset and when it started
-    (``translation-demo-1206-061530``), so that a team tells runs apart in either UI."""
-    stamp = (now or datetime.datetime.now()).strftime("%m%d-%H%M%S")
-    return "-".join(part for part in (task, preset, stamp) if part)
 
 
 def artifact_key(text: str) -> str:

@@ -1,4 +1,5 @@
-"""``make ui``: where to look first in MLflow's UI on a store, the page of its newest run.
+"""Where a team looks: the name a run has in both UIs, and, for ``make ui``, the page of a store's
+newest run in MLflow's.
 
 MLflow 3's UI opens an experiment in its GenAI overview (traces, none here) unless the address asks
 for the model-training view, and keeps the runs table's columns per browser: the newest run's page
@@ -11,9 +12,17 @@ model are one click away.
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 
 from flows.tracking import LOCAL_UI, ui_page
+
+
+def run_name(task: str, preset: str | None, now: datetime.datetime | None = None) -> str:
+    """A run's name in Prefect and MLflow alike: its task, its preset and when it started
+    (``translation-demo-1206-061530``), so that a team tells runs apart in either UI."""
+    stamp = (now or datetime.datetime.now()).strftime("%m%d-%H%M%S")
+    return "-".join(part for part in (task, preset, stamp) if part)
 
 
 def newest_run_page(tracking_uri: str, ui: str = LOCAL_UI) -> str | None:

@@ -72,7 +72,7 @@ def test_the_deployments_run_form_and_trigger_say_what_they_are():
 def test_a_run_is_named_after_its_task_preset_and_time():
     import datetime
 
-    from flows.tracking import run_name
+    from flows.ui import run_name
 
     when = datetime.datetime(2026, 12, 6, 7, 5, 9)
     assert run_name("translation", "demo", when) == "translation-demo-1206-070509"
