@@ -69,16 +69,6 @@ def test_the_deployments_run_form_and_trigger_say_what_they_are():
     assert triggers[0].name == "Restart a crashed cpu-small-weekly-retrain run"
 
 
-def test_a_run_is_named_after_its_task_preset_and_time():
-    import datetime
-
-    from flows.ui import run_name
-
-    when = datetime.datetime(2026, 12, 6, 7, 5, 9)
-    assert run_name("translation", "demo", when) == "translation-demo-1206-070509"
-    assert run_name("parsing", None, when) == "parsing-1206-070509"
-
-
 class Processes:
     """The processes the test starts, each in its own session, logged to ``<root>/<name>.log``."""
 
