@@ -45,7 +45,7 @@ def test_variants_run_as_child_runs_and_the_table_lands_in_mlflow_and_prefect(tm
     assert not client.search_registered_models()
     table = mlflow.artifacts.load_text(f"{parent.info.artifact_uri}/ablation/table.md")
     assert "| ffn64 |" in table and "| ffn16 |" in table
-    assert parent.data.metrics["ffn16.bleu"] == records[1]["bleu"]
+    assert parent.data.metrics["bleu/ffn16"] == records[1]["bleu"]
     artifact = Artifact.get("ablation-tiny-ablation")
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
     assert [row["name"] for row in rows] == ["ffn64", "ffn16"]
