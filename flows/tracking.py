@@ -62,7 +62,7 @@ class TrackingConfig:
     tracking_uri: str | None = None
     #: The MLflow experiment; null: ``transformer-<task>``.
     experiment: str | None = None
-    #: The MLflow run's name; null: MLflow's.
+    #: The MLflow run's name; null: the Prefect flow run's, ``<task>-<preset>-<time>``.
     run_name: str | None = None
     #: Log the per-step training metrics every this many steps.
     log_every_steps: int = 10
