@@ -106,7 +106,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
         training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
-        # The final validation is the last point of the val_* curves, at the final step.
+        # The final validation is the last point of the val/ curves, at the final step.
         final, counts = metric_names.training_summary(training.validation, training.train_minutes)
         tracker.log_stage("training", training, final, step=training.final_step)
         tracker.set_tags({**training.tags(), **counts})
@@ -197,7 +197,7 @@ def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracke
         run_logger.warning("flow run %s was left running by a process that is gone: marked %r",
                            previous["flow_run_id"], crashed)
     pipeline_task = config.task
-    # Named as Prefect names the flow run (task, preset, time: flows.task_flows.run_name): one name in both UIs.
+    # Named as Prefect names the flow run (task, preset, time: flows.ui.run_name): one name in both UIs.
     tracking = dataclasses.replace(config.tracking, run_name=config.tracking.run_name or flow_run.get_name()
                                    or run_name(pipeline_task.name, config.train.preset))
     tracker = Tracker.start(
