@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python >= 3.11:
 #   make demo   installs everything into .venv and runs the translation pipeline on the CPU
 #   make test   installs everything into .venv and runs the test suite
+# one opens MLflow's UI on the demo's runs (on 127.0.0.1; prints the newest run's page):
+#   make ui [STORE=sqlite:///runs/RUN_DIR/mlflow.db UI_PORT=5000]
 # and one serves a registered model over HTTP (no virtualenv to activate):
 #   make serve [MODEL=models:/NAME@champion TRACKING_URI=sqlite:///runs/RUN_DIR/mlflow.db PORT=5001
 #               WORKERS=1 THREADS=0]
@@ -24,7 +26,11 @@ PORT ?= 5001
 WORKERS ?= 1
 THREADS ?= 0
 
-.PHONY: install demo test benchmark serve clean
+# What `make ui` shows: the demo's store by default.
+STORE ?= sqlite:///runs/demo/mlflow.db
+UI_PORT ?= 5000
+
+.PHONY: install demo test benchmark serve ui clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +67,13 @@ serve:
 	  TF_ENABLE_ONEDNN_OPTS=0 \
 	  $(VENV)/bin/mlflow models serve -m "$(MODEL)" --env-manager local --host $(HOST) --port $(PORT) \
 	  --workers $(WORKERS)
+
+# The newest run's page first (MLflow 3's UI opens an experiment in its GenAI view; that page is in the
+# model-training one), then the UI itself, on this machine only and with the telemetry opt-outs above.
+ui: install
+	$(PY) -m flows.relocation "$(STORE)"
+	$(PY) -m flows.ui "$(STORE)" --port $(UI_PORT)
+	$(VENV)/bin/mlflow ui --backend-store-uri "$(STORE)" --host 127.0.0.1 --port $(UI_PORT)
 
 clean:
 	rm -rf runs .pytest_cache

@@ -216,7 +216,8 @@ def _publish(parent: Tracker, name: str, records: list[dict[str, Any]]) -> None:
     for r in records:
         primary = r.get("primary")
         if primary and r.get(primary) is not None:
-            parent.client.log_metric(parent.run_id, f"{r['name']}.{primary}", r[primary])
+            # A section per score in MLflow's charts (flows/metric_names.py), a chart per variant.
+            parent.client.log_metric(parent.run_id, f"{primary}/{r['name']}", r[primary])
     rows = [{c: (json.dumps(r[c]) if c == "overrides" else r.get(c)) for c in COLUMNS if c in r} for r in records]
     try:
         create_table_artifact(table=rows, key=artifact_key(f"ablation-{name}"),

@@ -131,6 +131,9 @@ def _report(result: RunResult) -> None:
     (``--json`` prints the whole result instead)."""
     evaluation, training = result.evaluation, result.training
     print(f"MLflow run {result.run_id} ({result.task}); its files: {result.run_path}")
+    if result.page:
+        print(f"Its page in MLflow's UI: {result.page} (a run_dir's own store: `make ui STORE=sqlite:///<run_dir>/"
+              "mlflow.db` starts the UI)")
     print(f"Trained from step {training.start_step} to {training.final_step}; averaged model: {result.model.path}")
     if result.export is not None:
         print(f"Exported model: {result.export.directory}")
@@ -144,3 +147,7 @@ def _report(result: RunResult) -> None:
     for example in evaluation.examples:
         print(f"  source:    {example['source']}\n  reference: {example['reference']}\n"
               f"  output:    {example['translation']}\n")
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():  # the run's temporary Prefect server stops with it; its records stay
+        print("Prefect keeps this flow run, its logs, task graph and artifacts: `prefect server start` shows them.")

@@ -27,6 +27,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
+from flows import metric_names
 from flows.pipeline_config import (  # noqa: F401  (RUN_ID and the loader are this module's API too)
     RUN_ID,
     PipelineConfig,
@@ -61,6 +62,7 @@ from flows.stages import (
     train_timeout,
 )
 from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_status
+from flows.ui import run_name
 from pipelines.config import to_dict
 from pipelines.quiet_tensorflow import import_quietly
 from pipelines.results import TrainingSummary
@@ -85,12 +87,12 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     run_logger = get_run_logger()  # decisions a user must see go to the flow run's log
     tracker = _start_tracking(config, run_dir, run_logger)
     tracker.set_tags(_prefect_links())
-    changed = tracker.log_params(to_dict(config))
+    paths = config.run_paths(tracker.run_id)
+    train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
+    changed = tracker.log_params(settings_used(config, paths))
     if changed:
         run_logger.warning("MLflow run %s resumes with changed settings (logged -> now): %s; recorded as tag "
                            "'changed_on_resume'", tracker.run_id, changed)
-    paths = config.run_paths(tracker.run_id)
-    train_config = dataclasses.replace(config.train, checkpoint_dir=str(paths.train))
     run_logger.info("MLflow run %s writes to %s", tracker.run_id, paths.work)
     monitor = _system_metrics(tracker)
     try:
@@ -104,17 +106,22 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
         training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
-        # The final validation is the last point of the val_* curves, at the final step.
-        tracker.log_stage("training", training, training.metrics(), step=training.final_step)
-        tracker.set_tags(training.tags())
+        # The final validation is the last point of the val/ curves, at the final step.
+        final, counts = metric_names.training_summary(training.validation, training.train_minutes)
+        tracker.log_stage("training", training, final, step=training.final_step)
+        tracker.set_tags({**training.tags(), **counts})
+        tracker.log_params({metric_names.PARAMETERS: training.parameters})
         model = average_task(training, config.averaging, str(paths.averaged))
         tracker.log_stage("averaging", model)
-        model = calibrate_task(pipeline_task, model, vocabulary, corpus, str(paths.calibrated))
+        if pipeline_task.calibrates:
+            model = calibrate_task(pipeline_task, model, vocabulary, corpus, str(paths.calibrated))
         if model.calibration is not None:
-            tracker.log_stage("calibration", model, {"decoding_bias": model.calibration["bias"]})
+            tracker.log_stage("calibration", model)
+            tracker.log_params({metric_names.CALIBRATED_BIAS: model.calibration["bias"]})
         evaluation = evaluate_task(pipeline_task, model, vocabulary, corpus, config.evaluation, config.train.preset,
                                    str(paths.evaluation))
-        tracker.log_stage("evaluation", evaluation, evaluation.metrics, step=training.final_step)
+        tracker.log_stage("evaluation", evaluation, metric_names.evaluation(evaluation.metrics, evaluation.split),
+                          step=training.final_step)
         tracker.set_tags(evaluation.text_tags())
         tracker.log_artifacts(paths.evaluation, "evaluation")
         tracker.log_tables(paths.evaluation, evaluation.tables)
@@ -130,16 +137,17 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
                 served = evaluate_export_task(pipeline_task, export, corpus, config.evaluation,
                                               str(paths.export_evaluation))
                 tracker.log_stage("export-evaluation", served,
-                                  {f"export.{name}": value for name, value in served.metrics.items()},
+                                  metric_names.evaluation(served.metrics, served.split, prefix="export_"),
                                   step=training.final_step)
                 tracker.log_artifacts(paths.export_evaluation, "export-evaluation")
             if config.tracking.register:
                 promotion = register_task(pipeline_task, tracker, config.registered_model, export, served,
-                                          corpus, config.evaluation, str(paths.work))
+                                          corpus, config.evaluation, str(paths.work),
+                                          "export_" if config.export.engine else "")
                 tracker.log_stage("promotion", promotion)
     except BaseException as err:
         tracker.finish("FAILED")
-        _link_in_prefect(tracker, pipeline_task.identity(config.data), "FAILED", error=f"{type(err).__name__}: {err}")
+        _link_in_prefect(tracker, config.tracking.experiment, "FAILED", error=f"{type(err).__name__}: {err}")
         raise
     finally:
         if monitor is not None:
@@ -148,10 +156,25 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
     _retain(config, run_dir, tracker, run_logger)
-    _link_in_prefect(tracker, pipeline_task.identity(config.data), "FINISHED",
-                     {**evaluation.metrics, **training.metrics()}, evaluation.primary)
+    _link_in_prefect(tracker, config.tracking.experiment, "FINISHED",
+                     {**metric_names.evaluation(evaluation.metrics, evaluation.split), **final},
+                     metric_names.evaluation_name(evaluation.primary, evaluation.split))
+    page = tracker.page_url()
+    local = not tracker.tracking_uri.startswith(("http://", "https://"))
+    run_logger.info("MLflow run %s: %s%s", tracker.run_id, page,
+                    f" (start the UI on its store first: make ui STORE={tracker.tracking_uri})" if local else "")
     return RunResult(tracker.run_id, pipeline_task.name, str(paths.work), corpus, vocabulary, training, model,
-                     evaluation, export, promotion)
+                     evaluation, export, promotion, page)
+
+
+def settings_used(config: PipelineConfig, paths: RunPaths) -> dict[str, Any]:
+    """``config`` as the run's params: the settings as its stages use them, the directories this MLflow
+    run's checkpoints and averaged model go to in place of the run-id placeholder and of the averaging
+    stage's own defaults, which the pipeline replaces (:func:`flows.stages.average_task`)."""
+    settings = to_dict(config)
+    settings["train"]["checkpoint_dir"] = str(paths.train)
+    settings["averaging"].update(checkpoint_dir=str(paths.train), output_dir=str(paths.averaged))
+    return settings
 
 
 def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracker:
@@ -174,8 +197,11 @@ def _start_tracking(config: PipelineConfig, run_dir: Path, run_logger) -> Tracke
         run_logger.warning("flow run %s was left running by a process that is gone: marked %r",
                            previous["flow_run_id"], crashed)
     pipeline_task = config.task
+    # Named as Prefect names the flow run (task, preset, time: flows.ui.run_name): one name in both UIs.
+    tracking = dataclasses.replace(config.tracking, run_name=config.tracking.run_name or flow_run.get_name()
+                                   or run_name(pipeline_task.name, config.train.preset))
     tracker = Tracker.start(
-        config.tracking, run_dir, resume_run_id=choice.resume, named=config.run_id is not None,
+        tracking, run_dir, resume_run_id=choice.resume, named=config.run_id is not None,
         tags={"task": pipeline_task.name, "preset": config.train.preset,
               "problem": pipeline_task.identity(config.data), "settings_fingerprint": fingerprint,
               **_provenance(),
@@ -214,13 +240,9 @@ def run_description(evaluation: TaskEvaluation, training: TrainingSummary, promo
     """What the run produced, in the one line the runs table shows: the primary score on the unseen
     test split (where the corpus has one) and on the evaluation's split, the updates trained, and
     the registry's verdict."""
-    label = {"bleu": "BLEU", "chrf": "chrF"}.get(evaluation.primary, evaluation.primary)
-    metrics, split = evaluation.metrics, evaluation.split
-    scores = [f"{split} {label} {evaluation.score:.2f}"]
-    unseen = metrics.get(f"test_unseen_{evaluation.primary}")
-    if unseen is not None:
-        scores.insert(0, f"test_unseen {label} {unseen:.2f}")
-    text = f"{', '.join(scores)} after {training.final_step} updates; "
+    from flows.registry import scores_summary
+
+    text = f"{scores_summary(evaluation)} after {training.final_step} updates; "
     if promotion is None:
         return text + "not registered"
     verdict = "champion" if promotion.promoted else \
@@ -228,16 +250,17 @@ def run_description(evaluation: TaskEvaluation, training: TrainingSummary, promo
     return text + f"{promotion.model} v{promotion.challenger_version}, {verdict}"
 
 
-def _link_in_prefect(tracker: Tracker, problem: str, status: str, metrics: dict[str, Any] | None = None,
+def _link_in_prefect(tracker: Tracker, experiment: str, status: str, metrics: dict[str, Any] | None = None,
                      primary: str | None = None, error: str | None = None) -> None:
     """A markdown artifact on this Prefect flow run naming its MLflow run and scores (issue 11:
-    the MLflow run has the flow run as tags; this is the link the other way). Keyed by the
-    problem, so Prefect's Artifacts page keeps one history of them per task and data."""
+    the MLflow run has the flow run as tags; this is the link the other way). Keyed by the MLflow
+    experiment (one per config's purpose: the demo, cpu-small, En-Fr), so Prefect's Artifacts page
+    keeps one history of them per purpose, not one mixed from several stores."""
     from prefect.artifacts import create_markdown_artifact
 
     try:
         create_markdown_artifact(markdown=tracker.summary_markdown(status, metrics, primary, error),
-                                 key=artifact_key(f"mlflow-run-{problem}"),
+                                 key=artifact_key(f"mlflow-run-{experiment}"),
                                  description=f"MLflow run {tracker.run_id} ({status.lower()})")
     except Exception as err:  # noqa: BLE001  (the run's outcome stands; a missing link is not worth failing it)
         logger.warning("could not record MLflow run %s on the Prefect flow run: %s", tracker.run_id, err)
@@ -288,7 +311,8 @@ def _prefect_links() -> dict[str, str]:
 
     tags = {"prefect.flow_run_id": flow_run.get_id() or "", "prefect.flow_run_name": flow_run.get_name() or ""}
     url = flow_run.get_flow_run_ui_url() if hasattr(flow_run, "get_flow_run_ui_url") else None
-    if url:
+    # Without a UI address (a temporary server, gone with the process) Prefect makes it "None/flow-runs/...".
+    if url and url.startswith(("http://", "https://")):
         tags["prefect.flow_run_url"] = url
     if deployment.get_id():
         tags["prefect.deployment_id"] = deployment.get_id()

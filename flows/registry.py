@@ -3,10 +3,11 @@
 Each finished pipeline run logs its export as a ``pyfunc`` model (:mod:`flows.serving`: a column
 of sentences in, translations or trees out; signature and input example included, requirements
 pinned so nothing is resolved at logging time). It is logged as MLflow 3 means models to be: a
-``LoggedModel`` of the run's experiment (named ``model``, the run's output at the step it was
-evaluated at), carrying the run's evaluation scores, each linked to the dataset it was scored on
-(the run's ``test`` and ``test_unseen`` inputs), so the run's and the experiment's Models views,
-``mlflow.search_logged_models`` and the registry show one model with its scores. Each is registered
+``LoggedModel`` of the run's experiment (named as the registered model it competes in, the run's
+output at the step it was evaluated at), carrying the run's evaluation scores, each linked to the
+dataset it was scored on (the run's ``test`` and ``test_unseen`` inputs), so the run's and the
+experiment's Models views, ``mlflow.search_logged_models`` and the registry show one model with its
+scores. Each is registered
 from that logged model (source ``models:/<model id>``) as a new version of one registered model per
 task and problem (``translation-ddtp-en-de``, ``parsing-sample``). The version becomes the
 ``champion`` alias only if its primary score (BLEU, labelled F1) on the same evaluation is not worse
@@ -23,12 +24,13 @@ import importlib.metadata
 import json
 import logging
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow.exceptions import MlflowException
 
+from flows import metric_names
 from flows.results import Promotion
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHAMPION = "champion"
+#: The primary metrics as a reader writes them.
+LABELS = {"bleu": "BLEU", "chrf": "chrF", "f1": "labelled F1"}
 #: Distributions the pyfunc needs at load time, pinned to the versions that logged it.
 REQUIREMENTS = ("tensorflow", "tensorflow-text", "keras", "mlflow", "pandas", "numpy", "cloudpickle")
 
@@ -54,12 +58,17 @@ def pinned_requirements(engine: bool = False) -> list[str]:
 
 
 def evaluation_key(evaluation: TaskEvaluation) -> str:
-    """A short name for "this split of this corpus, scored with these settings"."""
-    return hashlib.sha256(json.dumps(evaluation.identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """A short name for "this split of this corpus, scored with these settings": the split, then a
+    digest of the rest (``test.60790bcf6025``)."""
+    identity = evaluation.identity
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{identity['split']}.{digest}"
 
 
-#: The name of each run's logged model (as its Models view and ``search_logged_models`` show it).
-MODEL_NAME = "model"
+def score_tag(metric: str, key: str) -> str:
+    """The model version tag holding its ``metric`` on evaluation ``key``: ``score.bleu.test.60790bcf6025``
+    reads "BLEU on the test split, evaluation 60790bcf6025"."""
+    return f"score.{metric}.{key}"
 
 
 def _pyfunc_arguments(task: str, export_dir: str | Path, examples: list[str]) -> dict[str, Any]:
@@ -98,47 +107,45 @@ def save_pyfunc(task: str, export_dir: str | Path, examples: list[str], path: Pa
     return path
 
 
-def split_of(key: str, split: str, splits: Iterable[str]) -> str:
-    """The split metric ``key`` was scored on: ``split`` (the evaluation's), unless the key is
-    another split's, prefixed with its name (``test_unseen_bleu``)."""
-    others = sorted((s for s in splits if s != split), key=len, reverse=True)  # test_unseen before test
-    return next((other for other in others if key.startswith(f"{other}_")), split)
-
-
 def log_pyfunc(tracker: Tracker, task: str, export_dir: str | Path, examples: list[str],
-               evaluation: TaskEvaluation, tags: dict[str, str]):
-    """Logs the MLflow model as a ``LoggedModel`` of the tracker's run; returns its ``ModelInfo``.
+               evaluation: TaskEvaluation, tags: dict[str, str], name: str, prefix: str = "", description: str = ""):
+    """Logs the MLflow model as ``LoggedModel`` ``name`` of the tracker's run; returns its ``ModelInfo``.
 
     The model is the run's output at the step its evaluation was logged at, and carries the run's
     evaluation scores at that step (the same points, not copies at another time), each linked to
     the run's dataset input it was scored on. MLflow's ``log_model`` inside an active run would
     instead link every metric of the run at that step, without its dataset: the training curves'
-    last points, and the system metrics whose sample number happens to equal the step.
+    last points, and the system metrics whose sample number happens to equal the step. ``prefix``
+    names the scores of an export scored on its own (``export_``, :mod:`flows.metric_names`);
+    ``description`` is what the model's page says first.
     """
     import mlflow
     import mlflow.pyfunc
     from mlflow.entities import LoggedModelOutput, Metric
+
+    from flows.tracking import DESCRIPTION
 
     client, run_id = tracker.client, tracker.run_id
     run = client.get_run(run_id)
     datasets = {next((t.value for t in i.tags if t.key == "mlflow.data.context"), None): i.dataset
                 for i in run.inputs.dataset_inputs}
     points = {}
-    for key in evaluation.metrics:
+    for key in metric_names.evaluation(evaluation.metrics, evaluation.split, prefix):
         history = client.get_metric_history(run_id, key)
         if history:
             points[key] = max(history, key=lambda m: (m.step, m.timestamp))
-    step = points[evaluation.primary].step if evaluation.primary in points else 0
+    primary = prefix + metric_names.evaluation_name(evaluation.primary, evaluation.split)
+    step = points[primary].step if primary in points else 0
     with tracker.fluent():
         model = mlflow.initialize_logged_model(
-            name=MODEL_NAME, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
-            params=run.data.params, tags=tags)
-        info = mlflow.pyfunc.log_model(name=MODEL_NAME, model_id=model.model_id,
+            name=name, source_run_id=run_id, experiment_id=run.info.experiment_id, model_type=task,
+            params=run.data.params, tags={**tags, **({DESCRIPTION: description} if description else {})})
+        info = mlflow.pyfunc.log_model(name=name, model_id=model.model_id,
                                        **_pyfunc_arguments(task, export_dir, examples))
     client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])
     linked = []
     for key, point in points.items():
-        dataset = datasets.get(split_of(key, evaluation.split, datasets))
+        dataset = datasets.get(metric_names.section(key).removeprefix(prefix))
         linked.append(Metric(key, point.value, point.timestamp, point.step, model_id=model.model_id,
                              dataset_name=dataset.name if dataset else None,
                              dataset_digest=dataset.digest if dataset else None, run_id=run_id))
@@ -154,22 +161,28 @@ def exported_uri(client, version) -> str:
     return f"{client.get_model_version_download_uri(version.name, version.version)}/artifacts/export"
 
 
-def register(tracker: Tracker, name: str, model_id: str, tags: dict[str, str]):
+def register(tracker: Tracker, name: str, model_id: str, tags: dict[str, str], description: str = "",
+             model_description: str = ""):
     """A new version of registered model ``name`` from logged model ``model_id`` (source
-    ``models:/<model id>``, the run its source run), which in turn names its versions."""
+    ``models:/<model id>``, the run its source run), which in turn names its versions.
+
+    ``description`` is the version's, ``model_description`` the registered model's where it has none
+    yet (one a team wrote in the UI stays)."""
     from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
 
     client = tracker.client
     try:
-        client.create_registered_model(name, tags={"task": tags.get("task", "")})
+        client.create_registered_model(name, tags={"task": tags.get("task", "")}, description=model_description)
     except MlflowException as err:
         if err.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
+        if model_description and not client.get_registered_model(name).description:
+            client.update_registered_model(name, description=model_description)
     model = client.get_logged_model(model_id)
     # A SQL registry resolves a ``models:/`` source through MLflow's default tracking URI.
     with tracker.fluent():
         version = client.create_model_version(name, f"models:/{model_id}", run_id=model.source_run_id,
-                                              tags=tags, model_id=model_id)
+                                              tags=tags, model_id=model_id, description=description)
     # What ``mlflow.register_model`` records too: the logged model's page lists its versions.
     versions = json.loads(model.tags.get(MLFLOW_MODEL_VERSIONS, "[]"))
     client.set_logged_model_tags(model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(
@@ -199,10 +212,10 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
     if champion is None:
         promoted, reason = True, "no champion yet"
     else:
-        recorded = champion.tags.get(f"score.{key}")
+        recorded = champion.tags.get(score_tag(primary, key))
         champion_score = float(recorded) if recorded is not None else evaluate_champion(champion)
         if recorded is None:  # remembered, so the next challenger on this evaluation need not redo it
-            client.set_model_version_tag(name, champion.version, f"score.{key}", str(champion_score))
+            client.set_model_version_tag(name, champion.version, score_tag(primary, key), str(champion_score))
         champion_version = champion.version
         promoted = score >= champion_score
         reason = (f"{primary} {score:.2f} {'>=' if promoted else '<'} champion v{champion.version}'s "
@@ -212,10 +225,49 @@ def promote(client, name: str, version: str, primary: str, score: float, key: st
                          champion_version=champion_version, champion_score=champion_score)
     if promoted:
         client.set_registered_model_alias(name, CHAMPION, version)
-    client.set_model_version_tag(name, version, "promotion", json.dumps(decision.to_dict()))
-    client.set_model_version_tag(name, version, "promoted", str(promoted).lower())
+    for tag, value in promotion_tags(decision).items():
+        client.set_model_version_tag(name, version, tag, value)
     logger.info("%s v%s: %s (%s)", name, version, "promoted to champion" if promoted else "not promoted", reason)
     return decision
+
+
+def promotion_tags(decision: Promotion) -> dict[str, str]:
+    """The decision as a model version's tags, each short enough to read whole in the registry's page
+    (the whole record is the run's ``stages/promotion.json``)."""
+    champion = "none" if decision.champion_version is None else \
+        f"v{decision.champion_version}, {decision.metric} {decision.champion_score:.2f}"
+    return {"promotion.promoted": str(decision.promoted).lower(), "promotion.reason": decision.reason,
+            "promotion.champion_before": champion,
+            "promotion.score": f"{decision.metric} {decision.challenger_score:.2f} on {decision.evaluation_key}"}
+
+
+def scores_summary(evaluation: TaskEvaluation) -> str:
+    """The primary score on the unseen test split (where the corpus has one) and on the evaluation's
+    split: ``test_unseen BLEU 10.20, test BLEU 12.30``."""
+    label = LABELS.get(evaluation.primary, evaluation.primary)
+    scores = [f"{evaluation.split} {label} {evaluation.score:.2f}"]
+    unseen = evaluation.metrics.get(f"test_unseen_{evaluation.primary}")
+    if unseen is not None:
+        scores.insert(0, f"test_unseen {label} {unseen:.2f}")
+    return ", ".join(scores)
+
+
+def version_description(decision: Promotion, run_name: str, scores: str) -> str:
+    """What a registry reader sees first of a version: the run it came from, its scores and verdict."""
+    verdict = "the champion" if decision.promoted else "not the champion"
+    return f"From run {run_name}: {scores}. {verdict.capitalize()}: {decision.reason}."
+
+
+def model_description(name: str, task: str, primary: str, split: str) -> str:
+    """What a registry reader sees first of registered model ``name``: what its versions are and how
+    the champion is chosen."""
+    from flows.serving import INPUT_COLUMN, OUTPUT_COLUMNS
+
+    return (f"The {task} models of one purpose ({name}): each version is the export of one run of "
+            f"keras-transformer's {task} pipeline, an MLflow pyfunc (column `{INPUT_COLUMN}` in, "
+            f"`{OUTPUT_COLUMNS.get(task, 'output')}` out). Alias `{CHAMPION}` is the version with the best "
+            f"{LABELS.get(primary, primary)} on the {split} split, compared on the same evaluation; "
+            f"`make serve MODEL=models:/{name}@{CHAMPION}` serves it.")
 
 
 def decision_markdown(decision: Promotion) -> str:

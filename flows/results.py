@@ -50,3 +50,5 @@ class RunResult(StageResult):
     evaluation: TaskEvaluation
     export: Export | None = None
     promotion: Promotion | None = None
+    #: The run's page in MLflow's UI, model-training view (a local store's: once ``make ui`` runs).
+    page: str = ""

@@ -110,6 +110,7 @@ def train_task(
     log_every_steps: int,
 ) -> TrainingSummary:
     """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
+    from flows import metric_names
     from pipelines.corpus import Corpus
     from pipelines.results import TrainingSummary
     from pipelines.tokenization import load_tokenizers
@@ -117,24 +118,32 @@ def train_task(
 
     # Steps a killed attempt logged after its last checkpoint are trained again on resume; MLflow
     # keeps every point it is given, so the first record of a step stays the only one.
-    logged = tracker.logged_steps("loss")
+    logged = tracker.logged_steps(metric_names.TRAIN_LOSS)
+    tagged: set[str] = set()
+
+    def log(step: int, record: dict[str, Any]) -> None:
+        metrics, counts = metric_names.training_step(record)
+        tracker.log_metrics(metrics, step=step)
+        if not counts.keys() <= tagged:  # the counts are the same at every step: tagged once
+            tracker.set_tags(counts)
+            tagged.update(counts)
 
     def on_step(step: int, metrics: dict[str, Any]) -> None:
         validated = any(key.startswith("val_") for key in metrics)
         # The run's log already has each validation, as the training stage words it.
         if (step % log_every_steps == 0 or validated) and step not in logged:
-            tracker.log_metrics(metrics, step=step)
+            log(step, metrics)
 
     result = train_on_corpus(Corpus.load(corpus.directory), load_tokenizers(vocabulary), input_config, config,
                              on_step=on_step)
     # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
     # checkpoint in the trainer's metrics file but not in MLflow: log them now.
-    logged = tracker.logged_steps("loss")  # again: on_step logged more
+    logged = tracker.logged_steps(metric_names.TRAIN_LOSS)  # again: on_step logged more
     for record in result.history:
         step = record["step"]
         if step <= result.start_step and step not in logged and (
                 step % log_every_steps == 0 or any(k.startswith("val_") for k in record)):
-            tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=step)
+            log(step, record)
     get_run_logger().info(
         "training reached step %d (started at %d) in %.0f s; validation %s", result.final_step, result.start_step,
         result.elapsed_seconds, _figures(result.validation or {}) or "none",
@@ -247,9 +256,10 @@ def evaluate_export_task(pipeline_task: Task, export: Export, corpus: PreparedCo
 
 @task(name="register-model", retries=1, retry_delay_seconds=5, timeout_seconds=6 * HOUR, **RETRY)
 def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export: Export,
-                  evaluation: TaskEvaluation, corpus: PreparedCorpus, eval_config: Any, work: str) -> Promotion:
-    """Logs the export as the run's MLflow model (a logged model with the evaluation's scores),
-    registers it and promotes it if it is not worse."""
+                  evaluation: TaskEvaluation, corpus: PreparedCorpus, eval_config: Any, work: str,
+                  metric_prefix: str = "") -> Promotion:
+    """Logs the export as the run's MLflow model (a logged model named ``model_name`` with the
+    evaluation's scores, logged under ``metric_prefix``), registers it and promotes it if it is not worse."""
     from prefect.artifacts import create_markdown_artifact
 
     from flows import registry
@@ -257,10 +267,17 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
     work_dir = Path(work)
     examples = [example["source"] for example in evaluation.examples] or ["A sentence ."]
     tags = {"task": pipeline_task.name, "primary_metric": evaluation.primary}
-    logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags)
+    run_name = tracker.client.get_run(tracker.run_id).info.run_name
+    scores = registry.scores_summary(evaluation)
+    logged = registry.log_pyfunc(tracker, pipeline_task.name, export.directory, examples, evaluation, tags,
+                                 model_name, metric_prefix,
+                                 description=f"The {pipeline_task.name} model of run {run_name}: {scores}.")
     key = registry.evaluation_key(evaluation)
-    version = registry.register(tracker, model_name, logged.model_id,
-                                {**tags, f"score.{key}": str(evaluation.score)})
+    score = {registry.score_tag(evaluation.primary, key): str(evaluation.score)}
+    version = registry.register(
+        tracker, model_name, logged.model_id, {**tags, **score}, description=f"From run {run_name}: {scores}.",
+        model_description=registry.model_description(model_name, pipeline_task.name, evaluation.primary,
+                                                     evaluation.split))
 
     def evaluate_champion(champion) -> float:
         import mlflow.artifacts
@@ -278,6 +295,8 @@ def register_task(pipeline_task: Task, tracker: Tracker, model_name: str, export
 
     promotion = registry.promote(tracker.client, model_name, version.version, evaluation.primary, evaluation.score,
                                  key, evaluate_champion)
+    tracker.client.update_model_version(model_name, version.version,
+                                        registry.version_description(promotion, run_name, scores))
     tracker.set_tags({"registered_model": model_name, "model_version": str(version.version),
                       "promotion.promoted": str(promotion.promoted).lower(),
                       "promotion.reason": promotion.reason})

@@ -113,6 +113,30 @@ PARSING = TaskFlow(
 TASK_FLOWS = {spec.name: spec for spec in (TRANSLATION, PARSING)}
 
 
+def _flow_run_name(spec: TaskFlow) -> Callable[[], str]:
+    """The name of each flow run of ``spec``'s flow (Prefect's ``flow_run_name``): the tracking run
+    name the settings give (an ablation's variant), else :func:`run_name` of their preset. The
+    settings are read as YAML only: a file that does not load fails in the flow, with its message."""
+    def name() -> str:
+        import yaml
+        from prefect.runtime import flow_run
+
+        from flows.ui import run_name
+        from pipelines.config import merge
+
+        parameters = flow_run.parameters or {}
+        try:
+            settings = yaml.safe_load(Path(parameters.get("config_path") or spec.default_config).read_text("utf-8"))
+            settings = merge(settings or {}, parameters.get("overrides") or {})
+            given = (settings.get("tracking") or {}).get("run_name")
+            preset = (settings.get("train") or {}).get("preset")
+        except Exception:  # noqa: BLE001  (a name is not worth failing the run for)
+            given = preset = None
+        return given or run_name(spec.name, preset)
+
+    return name
+
+
 @functools.cache
 def _flow_of(name: str):
     from prefect import flow
@@ -120,12 +144,20 @@ def _flow_of(name: str):
     spec = TASK_FLOWS[name]
 
     def pipeline(config_path: str = spec.default_config, overrides: dict | None = None) -> RunResult:
-        """Runs the pipeline of the YAML file ``config_path`` with ``overrides``, a nested dict
-        applied over it (e.g. ``{"train": {"train_steps": 20}}``; a deployment passes it as a
-        parameter)."""
+        """Runs the pipeline of the YAML file ``config_path`` with ``overrides`` applied over it.
+
+        Args:
+            config_path: The pipeline's YAML file, relative to the checkout (configs/translation/,
+                configs/parsing/): one section per stage (data, tokenizer, input, train, averaging,
+                evaluation, tracking, retention, export).
+            overrides: Settings applied over the file, nested by section as in it, e.g.
+                {"train": {"train_steps": 20}, "evaluation": {"max_sentences": 50}} or
+                {"run_dir": "runs/other", "resume": "never"}; empty: the file as it is.
+        """
         from flows.pipeline import run_pipeline
 
         return run_pipeline(spec.load_config(config_path, overrides))
 
     pipeline.__name__ = pipeline.__qualname__ = f"{name}_pipeline"
-    return flow(pipeline, name=f"transformer-{name}", description=spec.summary, log_prints=False)
+    return flow(pipeline, name=f"transformer-{name}", description=spec.summary, log_prints=False,
+                flow_run_name=_flow_run_name(spec))

@@ -44,6 +44,8 @@ DESCRIPTION = "mlflow.note.content"
 #: The query that opens MLflow's UI in its model-training view: MLflow 3.17's follows a GenAI /
 #: model-training switch of the browser's (GenAI by default), not the experiment's kind.
 TRAINING_VIEW = "workflowType=machine_learning"
+#: Where ``make ui`` serves MLflow's UI on a local store (``mlflow ui``'s own default address).
+LOCAL_UI = "http://127.0.0.1:5000"
 #: The run's artifact folder of its stages' results, one ``<stage>.json`` each (:meth:`Tracker.log_stage`).
 STAGES = "stages"
 
@@ -60,7 +62,7 @@ class TrackingConfig:
     tracking_uri: str | None = None
     #: The MLflow experiment; null: ``transformer-<task>``.
     experiment: str | None = None
-    #: The MLflow run's name; null: MLflow's.
+    #: The MLflow run's name; null: the Prefect flow run's, ``<task>-<preset>-<time>``.
     run_name: str | None = None
     #: Log the per-step training metrics every this many steps.
     log_every_steps: int = 10
@@ -363,6 +365,13 @@ class Tracker:
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 
+    def page_url(self) -> str:
+        """The run's page in the model-training view: on its tracking server's UI, or, for a local
+        store, on the UI ``make ui`` starts (:data:`LOCAL_UI`)."""
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        return run_ui_url(self.tracking_uri, experiment_id, self.run_id) or ui_page(LOCAL_UI, experiment_id,
+                                                                                    self.run_id)
+
     def summary_markdown(self, status: str, metrics: dict[str, Any] | None = None, primary: str | None = None,
                          error: str | None = None) -> str:
         """Markdown naming this run (id, experiment, tracking URI, a link to its page in the MLflow UI
@@ -377,8 +386,8 @@ class Tracker:
                  f"- experiment: `{experiment.name}` (id {experiment.experiment_id})",
                  f"- tracking URI: `{uri}`"]
         if not url:
-            lines.append(f"- browse it: `mlflow ui --backend-store-uri {uri}`, then "
-                         f"{ui_page('http://127.0.0.1:5000', experiment.experiment_id, self.run_id)}")
+            lines.append(f"- browse it: `make ui STORE={uri}` (or `mlflow ui --backend-store-uri {uri}`), then "
+                         f"{ui_page(LOCAL_UI, experiment.experiment_id, self.run_id)}")
         if error:
             lines.append(f"- error: {error}")
         numbers = {k: v for k, v in (metrics or {}).items()

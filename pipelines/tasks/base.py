@@ -78,6 +78,8 @@ class Task(abc.ABC):
     eval_config: ClassVar[type]
     #: Whether source and target share one vocabulary (True), must not (False), or either.
     shared_vocabulary: ClassVar[bool | None] = None
+    #: Whether :meth:`calibrate` chooses anything (the pipeline runs its stage only then).
+    calibrates: ClassVar[bool] = False
     #: Whether its pairs are paragraphs that ``input.sentence_pairs`` may cut into sentence pairs.
     paragraph_pairs: ClassVar[bool] = False
     #: How a model is found again: the data settings that make two runs the same problem.

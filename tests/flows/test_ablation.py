@@ -40,12 +40,12 @@ def test_variants_run_as_child_runs_and_the_table_lands_in_mlflow_and_prefect(tm
     for r in records:
         child = client.get_run(r["mlflow_run_id"])
         assert child.data.tags["mlflow.parentRunId"] == result["run_id"]
-        assert child.info.run_name == r["name"] and child.data.metrics["parameters"] == r["parameters"]
+        assert child.info.run_name == r["name"] and child.data.params["model.parameters"] == str(r["parameters"])
     # An ablation compares recipes; it never registers a model or moves a champion.
     assert not client.search_registered_models()
     table = mlflow.artifacts.load_text(f"{parent.info.artifact_uri}/ablation/table.md")
     assert "| ffn64 |" in table and "| ffn16 |" in table
-    assert parent.data.metrics["ffn16.bleu"] == records[1]["bleu"]
+    assert parent.data.metrics["bleu/ffn16"] == records[1]["bleu"]
     artifact = Artifact.get("ablation-tiny-ablation")
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
     assert [row["name"] for row in rows] == ["ffn64", "ffn16"]

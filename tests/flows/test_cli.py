@@ -240,6 +240,9 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     run_id = re.search(r"^MLflow run (\w+) \(translation\)", summary.stdout, re.M).group(1)
     assert "Trained from step 0 to 10" in summary.stdout and "Examples (test split):" in summary.stdout
     assert not summary.stdout.lstrip().startswith("{") and len(summary.stdout.splitlines()) < 40
+    # Where to look next: the run's page in MLflow's UI, and Prefect's records of the flow run.
+    assert f"#/experiments/1/runs/{run_id}?workflowType=machine_learning" in summary.stdout
+    assert "`prefect server start` shows them" in summary.stdout
     assert run_id != result.run_id and client.get_run(run_id).info.status == "FINISHED"
     # The first run is now the third newest (keep_runs 2): continuing it says that it starts over.
     continued = run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path)

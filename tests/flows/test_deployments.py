@@ -48,6 +48,27 @@ def prefect_server():
     yield
 
 
+def test_the_deployments_run_form_and_trigger_say_what_they_are():
+    """What Prefect's UI shows of a deployment: each parameter of the Run form with its help text (the
+    flow's docstring, as ``prefect deploy`` reads it), the crash trigger's automation named and described;
+    and the name each flow run gets, the task and preset of its settings."""
+    import yaml
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    from flows.parsing import parsing_pipeline
+    from flows.translation import translation_pipeline
+
+    for flow in (translation_pipeline, parsing_pipeline):
+        properties = flow.parameters.model_dump()["properties"]
+        assert set(properties) == {"config_path", "overrides"}
+        assert "YAML file" in properties["config_path"]["description"]
+        assert "train_steps" in properties["overrides"]["description"]
+    deployments = yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]
+    triggers = [DeploymentEventTrigger(**t) for d in deployments for t in d.get("triggers", [])]
+    assert triggers and all(t.name and len(t.description) > 40 for t in triggers), triggers
+    assert triggers[0].name == "Restart a crashed cpu-small-weekly-retrain run"
+
+
 class Processes:
     """The processes the test starts, each in its own session, logged to ``<root>/<name>.log``."""
 
@@ -239,6 +260,7 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
         automations = client.read_resource_related_automations(f"prefect.deployment.{deployment.id}")
         on_crash = {a.id for a in automations if a.enabled and "prefect.flow-run.Crashed" in a.trigger.expect}
         assert on_crash, automations
+        assert {a.name for a in automations if a.id in on_crash} == {"Restart a crashed cpu-small-weekly-retrain run"}
 
         def runs() -> list:
             """Runs of the deployment, oldest first; not the cron schedule's future ones."""
@@ -289,17 +311,20 @@ def test_a_deployment_run_killed_in_training_is_retried_by_its_trigger_and_resum
         assert (int(reached[1]), int(reached[2])) == (48, resumable)  # from the checkpoint, not step 0
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             flow_run_id=ArtifactFilterFlowRunId(any_=[second.id])))
-        link = next(a.data for a in artifacts if a.key == "mlflow-run-translation-ddtp-en-de")
+        link = next(a.data for a in artifacts if a.key == "mlflow-run-flow-test")
 
     state = json.loads((run_dir / STATE_FILE).read_text())
     assert state["run_id"] == mlflow_run_id and state["flow_run_id"] == str(second.id)
     mlflow = MlflowClient(mlflow_uri, registry_uri=mlflow_uri)
     run = mlflow.get_run(mlflow_run_id)
-    assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
     assert run.data.tags["prefect.flow_run_id"] == str(second.id)
     assert run.data.tags["prefect.deployment_id"] == str(deployment.id)
+    # One name in both UIs: the flow run that started the MLflow run named it (the task and preset).
+    assert run.info.run_name == first.name and first.name.startswith("translation-demo-")
+    assert run.data.tags["prefect.flow_run_url"] == f"{api.removesuffix('/api')}/flow-runs/flow-run/{second.id}"
     # Each logged step once, though the steps after the checkpoint were trained twice.
-    assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "loss")) == list(range(2, 49, 2))
+    assert sorted(m.step for m in mlflow.get_metric_history(mlflow_run_id, "train/loss")) == list(range(2, 49, 2))
     assert len(mlflow.search_runs([run.info.experiment_id])) == 1  # no second MLflow run
     # The Prefect side links back: the run's page on the tracking server.
     assert f"({mlflow_uri}/#/experiments/{run.info.experiment_id}/runs/{mlflow_run_id}?workflowType=machine_learning)" \

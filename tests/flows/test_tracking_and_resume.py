@@ -64,7 +64,7 @@ def test_a_tracking_server_gets_the_run_its_artifacts_and_the_model(mlflow_serve
 
     client = MlflowClient(uri, registry_uri=uri)
     run = client.get_run(result.run_id)
-    assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
     assert run.info.artifact_uri.startswith("mlflow-artifacts:")  # the server's, not this machine's
     assert list(artifacts.rglob("MLmodel")) and list(artifacts.rglob("scores.json"))
     assert not (tmp_path / "run" / "mlartifacts").exists() and not (tmp_path / "run" / "mlflow.db").exists()

@@ -3,6 +3,7 @@ MLflow (SQLite store in the run directory), real stages; a tiny model and few st
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,8 +58,8 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert run.info.status == "FINISHED"
     assert run.data.params["train.preset"] == "demo"
     assert run.data.params["data.source"] == "ddtp"
-    assert {"bleu", "chrf", "tokenized_bleu_compound_split", "loss"} <= set(run.data.metrics)
-    loss_history = client.get_metric_history(run.info.run_id, "loss")
+    assert {"test/bleu", "test/chrf", "test/tokenized_bleu_compound_split", "train/loss"} <= set(run.data.metrics)
+    loss_history = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]
     assert run.data.tags["bleu.signature"] == scores["bleu"]["signature"]
     # How it trained: the strategy, its replicas and the precision, as the train stage returned them.
@@ -70,13 +71,15 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     assert {"evaluation", "keras_model", "tokenizer", "data"} <= artifacts  # the MLflow model: its logged model's
     evaluation = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation")}
     assert {"hypotheses.txt", "references.txt", "scores.json", "sentences.json", "attention"} <= evaluation
-    # What a reader opens: every test sentence with its sentence BLEU as an MLflow table, and pictures.
+    # What a reader opens: every test sentence with its sentence chrF and BLEU as an MLflow table, and
+    # pictures, for both test splits.
     table = json.loads(Path(client.download_artifacts(run.info.run_id, "tables/sentences.json", str(work.parent)))
                        .read_text("utf-8"))
     assert len(table["data"]) == scores["evaluation"]["num_sentences"]
-    assert table["columns"][0] == "sentence_bleu"
-    pictures = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "evaluation/attention")}
-    assert pictures == {"best-1.png", "best-2.png", "worst-1.png", "worst-2.png"}
+    assert table["columns"][:2] == ["sentence_chrf", "sentence_bleu"]
+    for folder in ("evaluation/attention", "evaluation/test_unseen/attention"):
+        pictures = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, folder)}
+        assert pictures == {"best-1.png", "best-2.png", "worst-1.png", "worst-2.png"}, folder
     # Who and what: the Prefect flow run, the code, the settings' fingerprint.
     assert run.data.tags["prefect.flow_run_id"] and run.data.tags["settings_fingerprint"] == state["fingerprint"]
     assert len(run.data.tags["mlflow.source.git.commit"]) == 40
@@ -86,6 +89,7 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
 
 
 def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_run):
+    from flows import metric_names
     from flows.tracking import Tracker
 
     tmp_path, _, result = finished_run
@@ -96,13 +100,20 @@ def test_what_the_run_records_of_each_stage_is_what_the_stage_returned(finished_
               "promotion": result.promotion}
     for name, returned in stages.items():
         assert type(returned).from_dict(tracker.logged_stage(name)) == returned, name
-    metrics = tracker.client.get_run(result.run_id).data.metrics
-    assert {k: metrics[k] for k in result.evaluation.metrics} == result.evaluation.metrics
-    assert {k: metrics[k] for k in result.training.metrics()} == pytest.approx(result.training.metrics())
+    run = tracker.client.get_run(result.run_id)
+    metrics = run.data.metrics
+    scores = {f"{split}/{name}": value for key, value in result.evaluation.metrics.items()
+              for split, name in [metric_names.split_and_name(key, "test")]}
+    assert {k: metrics[k] for k in scores} == scores
+    assert scores["test_unseen/bleu"] == result.evaluation.metrics["test_unseen_bleu"]
+    training = result.training.metrics()
+    assert metrics["val/perplexity"] == pytest.approx(training["val_perplexity"])
+    assert metrics["train/minutes"] == pytest.approx(training["train_minutes"])
+    assert run.data.params["model.parameters"] == str(training["parameters"])
     assert result.evaluation.primary == "bleu" and result.evaluation.split == "test"
 
 
-def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-translation-ddtp-en-de"):
+def mlflow_run_artifact(flow_run_id: str, key: str = "mlflow-run-flow-test"):
     """The markdown artifact a pipeline flow run left naming its MLflow run, read from the Prefect API."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
@@ -132,14 +143,17 @@ def test_the_prefect_flow_run_names_its_mlflow_run_and_scores_in_an_artifact(fin
     assert f"- experiment: `flow-test` (id {run.info.experiment_id})" in markdown
     assert f"- tracking URI: `{uri}`" in markdown
     # A SQLite store has no UI to link to: the command that opens one on it instead.
-    assert f"`mlflow ui --backend-store-uri {uri}`, then http://127.0.0.1:5000/#/experiments/" \
-        f"{run.info.experiment_id}/runs/{result.run_id}?workflowType=machine_learning" in markdown
+    page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{result.run_id}" \
+        "?workflowType=machine_learning"
+    assert f"`make ui STORE={uri}` (or `mlflow ui --backend-store-uri {uri}`), then {page}" in markdown
+    assert result.page == page  # what the command line's summary prints
     assert "](http" not in markdown
     rows = score_rows(markdown)
     metrics = result.evaluation.metrics
-    assert rows[0] == f"| **bleu** | {metrics['bleu']:.6g} |"  # the primary score first
-    assert f"| chrf | {metrics['chrf']:.6g} |" in rows
-    assert any(row.startswith("| val_perplexity | ") for row in rows)
+    assert rows[0] == f"| **test/bleu** | {metrics['bleu']:.6g} |"  # the primary score first
+    assert f"| test/chrf | {metrics['chrf']:.6g} |" in rows
+    assert f"| test_unseen/bleu | {metrics['test_unseen_bleu']:.6g} |" in rows
+    assert any(row.startswith("| val/perplexity | ") for row in rows)
     # The run's log gives figures, not dicts of floats (each validation is the training stage's line:
     # test_cli.py, where the project's loggers reach the log as in a user's run).
     logs = flow_run_logs(run.data.tags["prefect.flow_run_id"])
@@ -159,7 +173,7 @@ def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
     run = MlflowClient(state["tracking_uri"]).get_run(state["run_id"])
     assert run.info.status == "FAILED"
-    markdown = mlflow_run_artifact(state["flow_run_id"], "mlflow-run-translation-folder-en-de")
+    markdown = mlflow_run_artifact(state["flow_run_id"])  # keyed by the experiment, as the finished one
     assert "## MLflow run failed" in markdown and f"- run: `{state['run_id']}`" in markdown
     assert "- error: DataError: " in markdown and "not a directory" in markdown
     assert not score_rows(markdown)
@@ -232,20 +246,22 @@ def test_the_run_s_model_is_a_logged_model_with_its_scores_and_datasets_register
                                          filter_string=f"source_run_id = '{result.run_id}'")
     assert len(models) == 1, models
     model = models[0]
-    assert (model.name, model.status, model.model_type) == ("model", "READY", "translation")
+    assert (model.name, model.status, model.model_type) == ("flow-test", "READY", "translation")
     assert [(o.model_id, o.step) for o in run.outputs.model_outputs] == [(model.model_id, 12)]
     assert model.params["train.preset"] == "demo"  # the run's settings, as the models table compares them
     scored = {(m.key, m.dataset_name): m.value for m in model.metrics}
     evaluation = result.evaluation.metrics
-    assert scored[("bleu", "translation-ddtp-en-de-test")] == evaluation["bleu"]
-    assert scored[("test_unseen_bleu", "translation-ddtp-en-de-test_unseen")] == evaluation["test_unseen_bleu"]
-    assert {key for key, _ in scored} == set(evaluation)  # the scores only: no training curve, no system metric
+    assert scored[("test/bleu", "translation-ddtp-en-de-test")] == evaluation["bleu"]
+    assert scored[("test_unseen/bleu", "translation-ddtp-en-de-test_unseen")] == evaluation["test_unseen_bleu"]
+    # The scores only (no training curve, no system metric), each on the split its name begins with.
+    assert len(scored) == len(evaluation) and all(key.split("/")[0] == name.rsplit("-", 1)[1] for key, name in scored)
     digests = {d.dataset.name: d.dataset.digest for d in run.inputs.dataset_inputs}
-    assert {m.dataset_digest for m in model.metrics if m.key == "bleu"} == {digests["translation-ddtp-en-de-test"]}
+    assert {m.dataset_digest for m in model.metrics if m.key == "test/bleu"} == \
+        {digests["translation-ddtp-en-de-test"]}
     # The same model, found by the dataset it was scored on and by its score.
     on_unseen = mlflow.search_logged_models(
         experiment_ids=[experiment.experiment_id], datasets=[{"dataset_name": "translation-ddtp-en-de-test_unseen"}],
-        filter_string=f"metrics.test_unseen_bleu = {evaluation['test_unseen_bleu']}", output_format="list")
+        filter_string=f"metrics.`test_unseen/bleu` = {evaluation['test_unseen_bleu']}", output_format="list")
     assert [m.model_id for m in on_unseen] == [model.model_id]
 
     version = client.get_model_version_by_alias("flow-test", "champion")
@@ -404,7 +420,7 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     client = MlflowClient(uri, registry_uri=uri)
     for run_id in (first.run_id, second.run_id):
         run = client.get_run(run_id)
-        assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+        assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
 
     # The data and vocabulary were up to date: Prefect shows those stages as Cached.
     from prefect.client.orchestration import get_client
@@ -424,7 +440,10 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     champion = client.get_model_version_by_alias("flow-test", "champion")
     assert champion.version == (decision.challenger_version if decision.promoted else "1")
     version = client.get_model_version("flow-test", decision.challenger_version)
-    assert json.loads(version.tags["promotion"])["promoted"] == decision.promoted
+    assert version.tags["promotion.promoted"] == str(decision.promoted).lower()
+    assert version.tags["promotion.champion_before"] == f"v1, bleu {first_bleu:.2f}"
+    assert version.tags[f"score.bleu.{decision.evaluation_key}"] == str(second_bleu)
+    assert version.description.startswith(f"From run {client.get_run(second.run_id).info.run_name}: ")
     assert client.get_run(second.run_id).data.tags["promotion.promoted"] == str(decision.promoted).lower()
     # The decision is in the flow run's log, as Prefect's UI shows it.
     verdict = "promoted to champion" if decision.promoted else "not promoted"
@@ -455,3 +474,55 @@ def test_the_run_benchmarks_give_back_what_the_run_shipped(finished_run):
     assert paired["paired_run_over_base"]["test_unseen"]["changed_sentences"] == 0
     assert paired["curves"]["run"]["steps"] == 12
     assert sorted(paired["curves"]["run"]["validation_perplexity_by_step"]) == ["12", "6"]
+
+
+def test_the_run_reads_in_mlflow_s_ui_as_a_team_browses_it(finished_run):
+    """Through MLflow's client, what its UI shows of the run: metrics in sections by prefix and no count
+    charted, params equal to what the stages used, names and descriptions set, links that work."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.pipeline_config import RUN_ID
+
+    tmp_path, _, result = finished_run
+    uri = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    run = client.get_run(result.run_id)
+    sections = {key.split("/")[0] for key in run.data.metrics if "/" in key}
+    assert {key for key in run.data.metrics if "/" not in key} == set(), run.data.metrics  # every one in a section
+    assert {"train", "val", "test", "test_unseen", "system"} <= sections, sections
+    assert {"train/loss", "train/learning_rate", "val/perplexity", "test/bleu", "test_unseen/bleu",
+            "test_unseen/chrf"} <= set(run.data.metrics)
+    # Counts that describe the run, not measure it: params and tags, not charts of a flat line or one dot.
+    assert not [key for key in run.data.metrics if key in {"train/step", "train/parameters", "train/batches",
+                                                           "val/tokens"}]
+    assert run.data.params["model.parameters"] == str(result.training.parameters)
+    assert run.data.tags["training.batches_per_step"] and int(run.data.tags["validation.tokens"]) > 0
+
+    params = run.data.params
+    work = Path(result.run_path)
+    assert not [key for key, value in params.items() if RUN_ID in value]
+    assert params["train.checkpoint_dir"] == result.training.checkpoint_dir == str(work / "train")
+    assert params["averaging.checkpoint_dir"] == str(work / "train")
+    assert params["averaging.output_dir"] == str(Path(result.model.path).parent) == str(work / "averaged")
+
+    assert re.fullmatch(r"translation-demo-\d{4}-\d{6}", run.info.run_name), run.info.run_name
+    flow_run_name = run.data.tags["prefect.flow_run_name"]
+    assert flow_run_name == run.info.run_name  # one name in Prefect's UI and MLflow's
+    url = run.data.tags.get("prefect.flow_run_url")
+    assert url is None or re.match(r"https?://", url), url  # the test's temporary Prefect API has no UI
+    assert run.data.tags["mlflow.note.content"]
+
+    (model,) = [client.get_logged_model(o.model_id) for o in run.outputs.model_outputs]
+    assert model.name == result.promotion.model == "flow-test"
+    assert model.tags["mlflow.note.content"].startswith(f"The translation model of run {run.info.run_name}: ")
+    registered = client.get_registered_model("flow-test")
+    assert "translation" in registered.description and "champion" in registered.description
+    version = client.get_model_version("flow-test", result.promotion.challenger_version)
+    assert version.description.startswith(f"From run {run.info.run_name}: test_unseen BLEU ")
+    assert version.description.endswith("The champion: no champion yet.")
+    assert version.tags["promotion.promoted"] == "true" and version.tags["promotion.reason"] == "no champion yet"
+    assert "promotion" not in version.tags and all(len(value) < 250 for value in version.tags.values())
+    hashed = [key for key in version.tags if re.fullmatch(r"score\.[0-9a-f]+", key)]
+    assert not hashed and version.tags[f"score.bleu.{result.promotion.evaluation_key}"] == \
+        str(result.evaluation.score)
+    assert result.promotion.evaluation_key.startswith("test.")

@@ -70,10 +70,10 @@ def test_a_killed_flow_resumes_its_mlflow_run_from_the_last_checkpoint(tmp_path,
     assert result.run_id == state["run_id"]  # the same MLflow run, continued
     assert result.training.start_step == resumable and result.training.final_step == 40
     run = client.get_run(state["run_id"])
-    assert run.info.status == "FINISHED" and "bleu" in run.data.metrics
+    assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
     assert json.loads(run.data.tags["changed_on_resume"]) == {"evaluation.max_sentences": ["12", "10"]}
     # Every step once, though the steps after the resumed checkpoint were trained twice.
-    assert sorted(m.step for m in client.get_metric_history(state["run_id"], "loss")) == list(range(2, 41, 2))
+    assert sorted(m.step for m in client.get_metric_history(state["run_id"], "train/loss")) == list(range(2, 41, 2))
     assert len(list(client.search_runs([run.info.experiment_id]))) == 1
 
 

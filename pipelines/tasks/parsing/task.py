@@ -19,6 +19,8 @@ class ParsingTask(Task):
     eval_config = ParseEvalConfig
     # Words and tree symbols are different languages: separate vocabularies (section 6.3).
     shared_vocabulary = False
+    # A span parser's constituent bias is chosen on the validation split.
+    calibrates = True
     identity_fields = ("kind",)
 
     def default_data_dir(self, data_config: TreebankConfig) -> str:

@@ -146,26 +146,28 @@ def draw_heads(weights: np.ndarray, row_labels: list[str], column_labels: list[s
     heads, n_rows, n_cols = weights.shape
     grid_cols = min(columns, heads)
     grid_rows = math.ceil(heads / grid_cols)
-    # Cell size grows with the sentence so the token labels stay readable.
-    cell = max(2.5, 0.18 * max(n_rows, n_cols) + 1.0)
+    # A panel grows with its sentence (a token's row 0.24 inch) and the labels' font is three quarters
+    # of a row: scaled to fit a screen, a picture keeps its labels as legible as its cells are large.
+    tokens = max(n_rows, n_cols)
+    cell = max(3.0, 0.24 * tokens + 1.2)
     # Constrained layout keeps the token labels of one panel out of its neighbours.
     figure = Figure(figsize=(cell * grid_cols + 1.5, cell * grid_rows + 1.0), dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     vmax = float(weights.max()) if weights.size else 1.0
-    font = max(4, 9 - max(n_rows, n_cols) // 10)
+    font = 13
     image = None
     for head in range(heads):
         axes = figure.add_subplot(grid_rows, grid_cols, head + 1)
         image = axes.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto",
                             interpolation="nearest")
-        axes.set_title(f"head {head + 1}", fontsize=9)
+        axes.set_title(f"head {head + 1}", fontsize=14)
         axes.set_xticks(range(n_cols))
         axes.set_xticklabels(column_labels, rotation=90, fontsize=font)
         axes.set_yticks(range(n_rows))
         axes.set_yticklabels(row_labels, fontsize=font)
     if image is not None:
         figure.colorbar(image, ax=figure.axes, shrink=0.6)
-    figure.suptitle(title, fontsize=11)
+    figure.suptitle(title, fontsize=16)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")

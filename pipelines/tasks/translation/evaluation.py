@@ -298,7 +298,8 @@ def evaluate(
     translator = _make_translator(translator, tokenizer)
     result = _evaluate_split(translator, corpus, split, config, output_dir, config.attention_examples)
     for other in others:
-        result.others[other] = _evaluate_split(translator, corpus, other, config, output_dir / other)
+        result.others[other] = _evaluate_split(translator, corpus, other, config, output_dir / other,
+                                               config.attention_examples)
     if result.others:
         result.scores["other_splits"] = {
             other: {"num_sentences": r.num_sentences, "bleu": r.bleu, "chrf": r.chrf,

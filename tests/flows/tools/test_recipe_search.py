@@ -35,7 +35,7 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}")
     run = client.get_run(record["mlflow_run_id"])
-    assert run.info.run_name == "tiny" and run.data.metrics["train_minutes"] > 0
+    assert run.info.run_name == "tiny" and run.data.metrics["train/minutes"] > 0
     # The search runs on the ablation flow: the variant is a child of the search's run.
     parent = client.get_run(run.data.tags["mlflow.parentRunId"])
     assert parent.info.run_name == "tiny" and parent.info.status == "FINISHED"

@@ -22,15 +22,26 @@ REFERENCES = ["Die Katze saß.", "Eine Bibliothek.", "", "Werkzeuge für PNG-Bil
 HYPOTHESES = ["Die Katze saß.", "Ein Hund.", "", "Werkzeuge für Bilder."]
 
 
-def test_every_sentence_with_its_sentence_bleu_worst_first():
+def test_every_sentence_with_its_sentence_chrf_and_bleu_worst_chrf_first():
     table = sentence_table(SOURCES, REFERENCES, HYPOTHESES)
-    assert table["columns"] == COLUMNS
-    assert sorted(row[1] for row in table["data"]) == [1, 2, 3, 4]
+    assert table["columns"] == COLUMNS == ["sentence_chrf", "sentence_bleu", "line", "source", "reference",
+                                          "translation"]
+    assert sorted(row[2] for row in table["data"]) == [1, 2, 3, 4]
     scores = [row[0] for row in table["data"]]
     assert scores == sorted(scores)
-    by_line = {row[1]: row for row in table["data"]}
-    assert by_line[1][0] == 100.0 and by_line[2][0] < by_line[4][0] < 100.0
-    assert by_line[4][2:] == [SOURCES[3], REFERENCES[3], HYPOTHESES[3]]
+    by_line = {row[2]: row for row in table["data"]}
+    assert by_line[1][:2] == [100.0, 100.0] and by_line[2][0] < by_line[4][0] < 100.0
+    assert by_line[4][3:] == [SOURCES[3], REFERENCES[3], HYPOTHESES[3]]
+
+
+def test_a_compound_joined_otherwise_is_near_the_top_not_at_the_bottom():
+    """Sentence BLEU scores "KDE Bluetooth-Stack" against "KDE-Bluetooth-Stack" 0, as a wrong sentence;
+    chrF's character n-grams rank it above a wrong translation."""
+    table = sentence_table(["KDE Bluetooth stack", "A library"], ["KDE-Bluetooth-Stack", "Eine Bibliothek"],
+                           ["KDE Bluetooth-Stack", "Ein Hund"])
+    by_line = {row[2]: row for row in table["data"]}
+    assert by_line[1][1] == 0.0 and by_line[1][0] > 60  # BLEU 0, chrF high
+    assert [row[2] for row in table["data"]] == [2, 1]  # the wrong translation is the worst
 
 
 def test_the_extremes_skip_empty_sentences_and_never_overlap():
