@@ -120,7 +120,8 @@ def log_synthesis(tracker: Tracker, result: SynthesisResult) -> None:
             InputTag("teacher_weights", manifest["identity"]["teacher"])]
     tracker.client.log_inputs(tracker.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
     tracker.client.set_tag(tracker.run_id, "synthesis.teacher", result.teacher)
-    tracker.log_metrics({"synthetic_pairs": result.kept, "synthetic_pool_lines": result.pool_lines,
-                         "synthesis_seconds": result.seconds,
-                         **{f"synthetic_dropped_{reason}": n for reason, n in result.dropped.items()}})
+    # One section of the run's charts, as the other stages' (flows/metric_names.py).
+    tracker.log_metrics({"synthesis/pairs": result.kept, "synthesis/pool_lines": result.pool_lines,
+                         "synthesis/seconds": result.seconds,
+                         **{f"synthesis/dropped_{reason}": n for reason, n in result.dropped.items()}})
     tracker.log_artifacts(Path(result.output_dir) / MANIFEST, "synthesis")

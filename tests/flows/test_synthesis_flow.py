@@ -56,8 +56,8 @@ def test_a_champion_teaches_once_and_the_pairs_are_a_synthetic_dataset_of_the_ru
     assert tags["teacher"] == "models:/teacher@champion" and len(tags["teacher_weights"]) == 16
     assert synthetic.dataset.digest == result.digest and synthetic.dataset.name == "synthetic-folder"
     metrics = logged.data.metrics
-    assert metrics["synthetic_pairs"] == result.kept and metrics["synthetic_pool_lines"] == len(PAIRS)
-    assert {f"synthetic_dropped_{r}" for r in ("empty", "loops", "copies_source", "length_ratio")} <= set(metrics)
+    assert metrics["synthesis/pairs"] == result.kept and metrics["synthesis/pool_lines"] == len(PAIRS)
+    assert {f"synthesis/dropped_{r}" for r in ("empty", "loops", "copies_source", "length_ratio")} <= set(metrics)
     assert logged.data.tags["synthesis.teacher"] == "models:/teacher@champion"
 
 
