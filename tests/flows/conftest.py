@@ -74,7 +74,7 @@ def write_config(tmp_path, shared_data: bool = True, attention_examples: int = 0
     return path
 
 
-def run_translation_flow(tmp_path: Path, **changes) -> tuple[Path, object]:
+def run_translation_flow(tmp_path: Path, shared_data: bool = True, **changes) -> tuple[Path, object]:
     """The flow run once on :func:`write_config`'s settings with ``changes`` merged into them (section by
     section, key by key), from ``tmp_path`` so that nothing lands in the checkout: ``(config, result)``."""
     from flows.translation import translation_pipeline
@@ -84,7 +84,7 @@ def run_translation_flow(tmp_path: Path, **changes) -> tuple[Path, object]:
             return change
         return {**base, **{key: merged(base.get(key), value) for key, value in change.items()}}
 
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, shared_data=shared_data)
     config.write_text(yaml.safe_dump(merged(yaml.safe_load(config.read_text()), changes)))
     previous = Path.cwd()
     os.chdir(tmp_path)

@@ -31,9 +31,11 @@ def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("flow")
     # Enough sentences to compare what is shipped with it; a guard and a length floor, decoding
     # options the export must carry in its graph for the comparison to hold.
+    # Its corpus under its run_dir, as a user's run has it (the run's benchmarks read it there).
     config, result = run_translation_flow(
-        tmp_path, evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5},
-                             "attention_examples": 2})
+        tmp_path, shared_data=False,
+        evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5},
+                    "attention_examples": 2})
     return tmp_path, config, result
 
 
@@ -167,7 +169,7 @@ def test_a_failed_flow_run_names_its_failed_mlflow_run(tmp_path):
 
     from flows.translation import translation_pipeline
 
-    path = write_config(tmp_path)
+    path = write_config(tmp_path, shared_data=False)  # another corpus: not the worker's shared one
     with pytest.raises(Exception, match="not a directory"):
         translation_pipeline(str(path), {"data": {"source": "folder", "folder": str(tmp_path / "missing")}})
     state = json.loads((tmp_path / "run" / "mlflow_run.json").read_text())
