@@ -105,8 +105,10 @@ class WordCharacters(keras.layers.Layer):
         # count over the sentence minus the count before its word.
         before_piece = ops.cumsum(piece_lengths, axis=1) - piece_lengths
         before_word = ops.cumsum(word_lengths, axis=1) - word_lengths
-        offset = before_piece - ops.take_along_axis(before_word, ops.clip(word_of_piece, 0, n - 1), axis=1)
-        width = ops.minimum(ops.max(word_lengths) + 2, MAX_WORD_CHARS)
+        # A spare zero column keeps the gather valid when no sentence of the batch has a word.
+        before_word = ops.pad(before_word, [[0, 0], [0, 1]])
+        offset = before_piece - ops.take_along_axis(before_word, ops.clip(word_of_piece, 0, n), axis=1)
+        width = ops.minimum(ops.max(word_lengths, initial=0) + 2, MAX_WORD_CHARS)
         longest = ops.shape(chars)[2]
         k = ops.arange(longest, dtype="int32")[None, None, :]
         position = offset[:, :, None] + 1 + k
@@ -126,14 +128,16 @@ class WordCharacters(keras.layers.Layer):
     def call(self, piece_ids, word_of_piece, member, lengths):
         grid = self.spell(piece_ids, word_of_piece, member, lengths)
         batch, n, width = ops.shape(grid)[0], ops.shape(grid)[1], ops.shape(grid)[2]
-        flat = ops.reshape(grid, (-1, width))
+        # One spare empty word per sentence, cut off at the end: the convolution never sees an
+        # empty batch, which TensorFlow's Conv1D cannot take (a batch of sentences without words).
+        flat = ops.reshape(ops.pad(grid, [[0, 0], [0, 1], [0, 0]]), (-1, width))
         present = ops.not_equal(flat, PAD)[:, :, None]
         # Padding reads as zeros, what the convolution pads the grid's edge with: a word's features
         # do not depend on the longest word of its batch.
         embedded = self.embedding(flat)
         features = self.convolution(ops.where(present, embedded, ops.zeros_like(embedded)))
         pooled = ops.max(ops.where(present, features, ops.zeros_like(features)), axis=1)  # ReLU: >= 0
-        return ops.reshape(self.norm(self.projection(pooled)), (batch, n, self.units))
+        return ops.reshape(self.norm(self.projection(pooled)), (batch, n + 1, self.units))[:, :n]
 
     def get_config(self):
         config = super().get_config()

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer.layers.word_characters import BEGIN, END, MAX_WORD_CHARS, WordCharacters, character_table
 
@@ -69,3 +70,14 @@ def test_config_round_trip():
     copy = WordCharacters.from_config(layer.get_config())
     assert copy.get_config() == layer.get_config() and copy.num_chars == layer.num_chars
     assert keras.saving.get_registered_object("keras_transformer>WordCharacters") is WordCharacters
+
+
+def test_a_batch_without_words_gives_an_empty_result():
+    # Keras's harness feeds random lengths of 0, 1 or 2: both 0 once crashed the gather and the
+    # convolution. A batch of empty sentences has no words to read, eagerly and in a graph.
+    layer = WordCharacters(PIECES, units=8, char_dim=4, special_ids=SPECIAL)
+    empty = [[3, 0, 0], [3, 0, 0]]
+    inputs = (np.asarray(empty, np.int32), *_spelling(layer, empty))
+    assert inputs[-1].tolist() == [0, 0]
+    assert np.asarray(layer(*inputs)).shape == (2, 0, 8)
+    assert tf.function(layer)(*inputs).shape == (2, 0, 8)
