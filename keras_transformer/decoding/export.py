@@ -36,8 +36,9 @@ logger = logging.getLogger(__name__)
 
 
 class TranslatorModule(tf.Module):
-    """``tf.Module`` whose ``translate`` maps a 1-D ``tf.string`` tensor to translations, decoding
-    with ``decoding`` (a :class:`DecodingSettings`, fixed in the graph) and ``constraint``."""
+    """``tf.Module`` whose ``translate`` (once :meth:`trace` made it) maps a 1-D ``tf.string`` tensor to
+    translations, decoding with ``decoding`` (a :class:`DecodingSettings`, fixed in the graph) and
+    ``constraint``."""
 
     def __init__(self, model, tokenizer, target_tokenizer=None, decoding: DecodingSettings | None = None,
                  constraint=None, name: str = "translator"):
@@ -60,8 +61,19 @@ class TranslatorModule(tf.Module):
         self._pad_id = config.pad_id
         self._source_limit = config.max_positions
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
-    def n_best(self, sentences):
+    def trace(self):
+        """Traces ``n_best``, ``translate`` and ``serve`` once each and sets them as the module's concrete
+        functions; returns ``serve``, the serving signature. Each calls the one before as a graph of its
+        own: traced inside another graph, or again by ``tf.saved_model.save`` (which retraces a
+        ``tf.function`` in its own context), the beam search's tracing, most of an export's time, was
+        done twice."""
+        spec = [tf.TensorSpec([None], tf.string, name=INPUT_NAME)]
+        self.n_best = tf.function(self._n_best, input_signature=spec).get_concrete_function()
+        self.translate = tf.function(self._translate, input_signature=spec).get_concrete_function()
+        self.serve = tf.function(self._serve, input_signature=spec).get_concrete_function()
+        return self.serve
+
+    def _n_best(self, sentences):
         """Every finished beam hypothesis, best first: ``hypotheses`` ``tf.string [batch, beam]``
         and their length-normalised ``scores`` (``-inf`` marks an empty slot)."""
         source = source_batch(self.source_tokenizer, sentences, self._eos_id, self._pad_id, self._source_limit)
@@ -74,16 +86,14 @@ class TranslatorModule(tf.Module):
         texts = self.target_tokenizer.restore(texts, tf.repeat(sentences, shape[1]))
         return {"hypotheses": tf.reshape(texts, shape[:2]), "scores": result.scores}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
-    def translate(self, sentences):
+    def _translate(self, sentences):
         """Translations ``tf.string [batch]`` of ``sentences`` (``tf.string [batch]``), sentence by
         sentence if exported with ``split_sentences`` (as ``Translator.translate``)."""
         if not self.decoding.split_sentences:
             return self.n_best(sentences)["hypotheses"][:, 0]
         return translate_by_sentence(sentences, lambda parts: self.n_best(parts)["hypotheses"][:, 0])
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
-    def serve(self, sentences):
+    def _serve(self, sentences):
         return {OUTPUT_NAME: self.translate(sentences)}
 
 
@@ -102,7 +112,7 @@ def export_translator(model, tokenizer, path, decoding: DecodingSettings | None 
     path = Path(path)
     module = TranslatorModule(model, tokenizer, target_tokenizer, decoding, constraint)
     logger.info("tracing the translation graph (%s)", module.decoding.describe())
-    signature = module.serve.get_concrete_function()
+    signature = module.trace()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
     metadata = {
         "kind": "translator",

@@ -51,7 +51,8 @@ OUTPUT_NAMES = ("spans", "tags", "words")
 
 
 class ChartParserModule(tf.Module):
-    """``tf.Module`` whose ``scores`` maps a 1-D ``tf.string`` tensor to a span parser's scores."""
+    """``tf.Module`` whose ``scores`` (once :meth:`trace` made it) maps a 1-D ``tf.string`` tensor to a
+    span parser's scores."""
 
     def __init__(self, model, tokenizer, name: str = "chart_parser"):
         super().__init__(name=name)
@@ -60,8 +61,14 @@ class ChartParserModule(tf.Module):
         self.source_tokenizer = tokenizer
         self._config = model.config
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)])
-    def scores(self, sentences):
+    def trace(self):
+        """Traces ``scores`` once and sets it as the module's concrete function, which is also the serving
+        signature: a ``tf.function`` is traced again by ``tf.saved_model.save`` in its own context."""
+        self.scores = tf.function(self._scores, input_signature=[
+            tf.TensorSpec([None], tf.string, name=INPUT_NAME)]).get_concrete_function()
+        return self.scores
+
+    def _scores(self, sentences):
         """``spans``: float32 span label log-probabilities ``[batch, n + 1, n + 1, labels]``;
         ``tags``: int32 best tag ids ``[batch, n]`` (``n`` the batch's most words, entries past a
         sentence's words are padding); ``words``: int32 whitespace-separated words per sentence."""
@@ -80,7 +87,7 @@ def export_chart_parser(model, tokenizer, path) -> Path:
     path = Path(path)
     module = ChartParserModule(model, tokenizer)
     logger.info("tracing the span parser's scoring graph")
-    signature = module.scores.get_concrete_function()
+    signature = module.trace()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE_KEY: signature})
     metadata = {
         "kind": KIND,
