@@ -36,6 +36,17 @@ def test_the_result_is_the_models_loss_per_target_token():
     assert result["perplexity"] == pytest.approx(math.exp(result["nll"]), rel=1e-6)
 
 
+def test_a_run_s_validations_share_one_graph_that_reads_the_current_weights():
+    model, _ = tiny_model()
+    validation = Validation(model, tf.data.Dataset.from_tensors(batch(3, 5, 1)), label_smoothing=0.1)
+    first = validation(step=2)
+    for weight in model.trainable_weights:
+        weight.assign(weight * 0.5)
+    second = validation(step=4)
+    assert validation._sums.experimental_get_tracing_count() == 1
+    assert second["nll"] != pytest.approx(first["nll"], rel=1e-4)
+
+
 def test_a_span_parsers_validation_reports_no_perplexity():
     """Its ``nll`` is a loss per word over spans and tags: exp of it would be no perplexity."""
     from keras_transformer.models.span_parser import SpanParser
