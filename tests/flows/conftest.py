@@ -18,9 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "translation" / "demo.yaml"
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def prefect_server():
-    """A real, temporary Prefect API and database for this module, stopped when it ends."""
+    """A real, temporary Prefect API and database for this pytest worker's flow tests, stopped when they
+    end: started once, not per module (a start with its database's migrations took 7-15 s). Each test
+    reads back its own flow runs by id. A module that starts its own servers, or none, overrides it."""
     from prefect.testing.utilities import prefect_test_harness
 
     # As the flows do (flows/__init__.py): a busy machine can take well over 30 s to start it.

@@ -227,15 +227,13 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert (params["train.train_steps"], params["train.checkpoint_every_steps"]) == ("10", "2")
     assert params["evaluation.max_sentences"] == "4" and params["export.enabled"] == "False"
 
-    # --new-run: a new MLflow run though nothing changed; --run-id: that run named and continued.
-    again = result_of(run_flow(*common, "--train-steps", "10", "--new-run", "--json", cwd=tmp_path))
-    assert again.run_id != result.run_id and again.training.start_step == 0
+    # --run-id: that run named and continued.
     named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path))
     assert named.run_id == result.run_id and (named.training.start_step, named.training.final_step) == (10, 12)
-    assert client.get_run(again.run_id).info.status == "FINISHED"
-    # Without --json a reader gets a summary: the run, its steps, the scores and examples, no JSON.
-    # (Last: this third run retires the first one's checkpoints.)
-    summary = run_flow(*common, "--train-steps", "10", "--new-run", cwd=tmp_path)
+    # --new-run: a new MLflow run from step 0 (retention is no setting of the training's). Without --json a
+    # reader gets a summary: the run, its steps, the scores and examples, no JSON. Keeping one run, it
+    # retires the first one's checkpoints.
+    summary = run_flow(*common, "--train-steps", "10", "--new-run", "--set", "retention.keep_runs=1", cwd=tmp_path)
     assert summary.returncode == 0, summary.stderr[-4000:]
     run_id = re.search(r"^MLflow run (\w+) \(translation\)", summary.stdout, re.M).group(1)
     assert "Trained from step 0 to 10" in summary.stdout and "Examples (test split):" in summary.stdout
@@ -244,7 +242,7 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert f"#/experiments/1/runs/{run_id}?workflowType=machine_learning" in summary.stdout
     assert "`prefect server start` shows them" in summary.stdout
     assert run_id != result.run_id and client.get_run(run_id).info.status == "FINISHED"
-    # The first run is now the third newest (keep_runs 2): continuing it says that it starts over.
+    # Continuing the first run now says that it starts over.
     continued = run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path)
     assert result_of(continued).training.start_step == 0
     assert f"MLflow run {result.run_id} had its checkpoints removed by retention" in continued.stderr

@@ -34,12 +34,6 @@ mlflow.models.set_model(Echo())
 '''
 
 
-@pytest.fixture(scope="module")
-def prefect_server():
-    """The store tests need no Prefect API; the flow test starts its own below."""
-    yield
-
-
 def locations(uri: str) -> list[str]:
     """Every location the store at ``uri`` records: experiments' roots, runs' artifact URIs, logged
     models' and registered versions' storage, datasets' sources."""
@@ -147,16 +141,13 @@ def test_a_state_file_names_the_store_where_the_run_dir_is_now(tmp_path):
 def moved_runs(tmp_path_factory):
     """A whole flow run whose run_dir was copied twice, then deleted: ``(config, run_id, original,
     moved, served)``."""
-    from prefect.testing.utilities import prefect_test_harness
-
     from flows.translation import translation_pipeline
 
     tmp_path = tmp_path_factory.mktemp("relocated")
     # Its corpus and caches under the run_dir: what is copied is a whole, self-contained run_dir.
     config = write_config(tmp_path, shared_data=False, train_steps=6, checkpoint_every_steps=2)
     original = tmp_path / "run"
-    with prefect_test_harness(server_startup_timeout=300):
-        first = translation_pipeline(str(config))
+    first = translation_pipeline(str(config))
     moved, served = tmp_path / "moved" / "run", tmp_path / "served" / "run"
     shutil.copytree(original, moved, symlinks=True)
     shutil.copytree(original, served, symlinks=True)
@@ -201,15 +192,13 @@ def test_a_moved_run_dir_resumes_its_unfinished_mlflow_run_there(moved_runs):
     """The copy's MLflow run, left unfinished as a killed flow run leaves it, is resumed by the flow
     run given the copy as its run_dir; its state file and store name the copy."""
     from mlflow.tracking import MlflowClient
-    from prefect.testing.utilities import prefect_test_harness
 
     from flows.translation import translation_pipeline
 
     config, run_id, original, moved, _ = moved_runs
     client = MlflowClient(store_uri(moved))
     client.update_run(run_id, status="RUNNING")
-    with prefect_test_harness(server_startup_timeout=300):
-        again = translation_pipeline(str(config), {"run_dir": str(moved)})
+    again = translation_pipeline(str(config), {"run_dir": str(moved)})
     assert again.run_id == run_id and client.get_run(run_id).info.status == "FINISHED"
     assert json.loads((moved / STATE_FILE).read_text())["tracking_uri"] == store_uri(moved)
     assert all(str(original) not in location for location in locations(store_uri(moved)))
