@@ -33,7 +33,7 @@ def finished_run(tmp_path_factory):
     # options the export must carry in its graph for the comparison to hold.
     # Its corpus under its run_dir, as a user's run has it (the run's benchmarks read it there).
     config, result = run_translation_flow(
-        tmp_path, shared_data=False,
+        tmp_path, shared_data=False, data={"train_targets": "distilled"},  # the demo's, as `make demo` trains
         evaluation={"max_sentences": SCORED, "decoding": {"repetition_guard": 4, "min_length_ratio": 0.5},
                     "attention_examples": 2})
     return tmp_path, config, result
@@ -59,7 +59,12 @@ def test_flow_runs_every_stage_and_tracks_them_in_mlflow(finished_run):
     run = client.get_run(state["run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.params["train.preset"] == "demo"
-    assert run.data.params["data.source"] == "ddtp"
+    assert run.data.params["data.source"] == "ddtp" and run.data.params["data.train_targets"] == "distilled"
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.distilled import distilled_targets
+
+    corpus = Corpus.load(run_dir / "data" / "ddtp-en-de")
+    assert set(corpus.lines("train", "de")) <= set(distilled_targets())
     assert {"test/bleu", "test/chrf", "test/tokenized_bleu_compound_split", "train/loss"} <= set(run.data.metrics)
     loss_history = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in loss_history] == [2, 4, 6, 8, 10, 12]

@@ -11,6 +11,7 @@ from pipelines.config import SettingError
 from pipelines.tasks.translation.cleaning import CleaningConfig
 
 SOURCES = ("ddtp", "wmt14", "folder")
+TRAIN_TARGETS = ("references", "distilled")
 
 
 @dataclasses.dataclass
@@ -43,6 +44,10 @@ class SourceConfig:
     max_examples: int | None = None
     #: Seconds the connectivity probe waits before a download is declared impossible.
     network_timeout: float = 10.0
+    #: The training targets: ``references`` (the translators') or ``distilled`` (the bundled En-De train split as a
+    #: teacher translated it, :mod:`pipelines.tasks.translation.distilled`: fewer updates learn more from them).
+    #: Validation and test keep their references.
+    train_targets: str = "references"
     #: With ``source: folder``: the fraction of train taken (by a hash of the source sentence) for each missing
     #: validation or test split.
     holdout_fraction: float = 0.04
@@ -57,6 +62,13 @@ class SourceConfig:
             raise SettingError(self, "folder", "source 'folder' needs folder: the directory of parallel files")
         if self.max_examples is not None and self.max_examples < 1:
             raise SettingError(self, "max_examples", "must be >= 1")
+        if self.train_targets not in TRAIN_TARGETS:
+            raise SettingError(self, "train_targets", f"must be one of {TRAIN_TARGETS}")
+        if self.train_targets == "distilled" and (self.source, self.language_pair) != ("ddtp", "en-de"):
+            raise SettingError(self, "train_targets", "'distilled' targets are the bundled En-De corpus' "
+                                                      "(source: ddtp, language_pair: en-de)")
+        if self.train_targets == "distilled" and (self.translations_dir or self.mirror):
+            raise SettingError(self, "train_targets", "'distilled' targets are the bundled corpus', not a rebuild's")
         if self.translations_dir and self.mirror:
             raise SettingError(self, "mirror", "give translations_dir or mirror, not both")
 

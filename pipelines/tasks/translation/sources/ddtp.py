@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,14 @@ def raw_splits(config: SourceConfig, workdir: Path) -> RawSplits:
     where = {split: f"{corpus.path(split, 'en')} / {corpus.path(split, other)}" for split in corpus.splits}
     provenance = {"origin": origin, "build": corpus.manifest.get("provenance", {}),
                   "build_cleaning": corpus.manifest.get("cleaning", {})}
-    return RawSplits(oriented_pairs(corpus, config), where, provenance)
+    pairs = oriented_pairs(corpus, config)
+    if config.train_targets == "distilled":
+        from pipelines.tasks.translation.distilled import DISTILLED_DIR, TARGETS, distilled_pairs
+
+        pairs["train"] = distilled_pairs(pairs["train"])
+        where["train"] = f"{corpus.path('train', 'en')} / {DISTILLED_DIR / TARGETS}"
+        provenance["train_targets"] = json.loads((DISTILLED_DIR / "manifest.json").read_text("utf-8"))
+    return RawSplits(pairs, where, provenance)
 
 
 def input_fingerprint(config: SourceConfig) -> dict[str, Any] | None:
@@ -65,4 +73,9 @@ def input_fingerprint(config: SourceConfig) -> dict[str, Any] | None:
                 for lang in pair.split("-")}
     if config.mirror:
         return None
-    return {"shipped": ddtp.shipped_corpus(pair).fingerprint()}
+    fingerprint = {"shipped": ddtp.shipped_corpus(pair).fingerprint()}
+    if config.train_targets == "distilled":
+        from pipelines.tasks.translation.distilled import DISTILLED_DIR, TARGETS
+
+        fingerprint["distilled"] = sha256_file(DISTILLED_DIR / TARGETS)
+    return fingerprint

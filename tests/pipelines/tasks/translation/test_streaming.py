@@ -202,7 +202,8 @@ def test_a_corpus_of_other_settings_is_refused_before_start_and_by_the_stage(tmp
     folder.mkdir()
     (folder / "news.train.en").write_text("".join(f"Sentence number {i} .\n" for i in range(400)))
     (folder / "news.train.de").write_text("".join(f"Satz Nummer {i} .\n" for i in range(400)))
-    settings = {"run_dir": str(tmp_path / "run"), "data": {"source": "folder", "folder": str(folder)}}
+    settings = {"run_dir": str(tmp_path / "run"),
+                "data": {"source": "folder", "folder": str(folder), "train_targets": "references"}}
     config = TRANSLATION.load_config("configs/translation/demo.yaml", settings)
     prepare_corpus(config.data)
     manifest = Path(config.data.output_dir) / MANIFEST
