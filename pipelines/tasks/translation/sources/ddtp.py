@@ -57,11 +57,11 @@ def raw_splits(config: SourceConfig, workdir: Path) -> RawSplits:
                   "build_cleaning": corpus.manifest.get("cleaning", {})}
     pairs = oriented_pairs(corpus, config)
     if config.train_targets == "distilled":
-        from pipelines.tasks.translation.distilled import DISTILLED_DIR, TARGETS, distilled_pairs
+        from pipelines.tasks.translation.distilled import DISTILLED_DIR, MANIFEST, TARGETS, distilled_pairs
 
         pairs["train"] = distilled_pairs(pairs["train"])
         where["train"] = f"{corpus.path('train', 'en')} / {DISTILLED_DIR / TARGETS}"
-        provenance["train_targets"] = json.loads((DISTILLED_DIR / "manifest.json").read_text("utf-8"))
+        provenance["train_targets"] = json.loads((DISTILLED_DIR / MANIFEST).read_text("utf-8"))
     return RawSplits(pairs, where, provenance)
 
 
