@@ -296,7 +296,9 @@ def compiled_beam_search(model, beam_size: int, constraint=None, min_length_rati
         signature.append(tf.TensorSpec([None], tf.int32, name="slots"))
 
     def factory():
-        @tf.function(input_signature=signature, reduce_retracing=True)
+        # The loop is tf.while_loop and no Python branch reads a tensor: AutoGraph has nothing to
+        # convert, and converting the model's call tree cost a fresh process 3.4 s of its first trace.
+        @tf.function(input_signature=signature, reduce_retracing=True, autograph=False)
         def decode(source_ids, alpha, max_length_offset, *slots):
             return beam_search_decode(model_ref(), source_ids, beam_size, alpha, max_length_offset,
                                       constraint, *slots, min_length_ratio=min_length_ratio)

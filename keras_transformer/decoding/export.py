@@ -68,9 +68,10 @@ class TranslatorModule(tf.Module):
         ``tf.function`` in its own context), the beam search's tracing, most of an export's time, was
         done twice."""
         spec = [tf.TensorSpec([None], tf.string, name=INPUT_NAME)]
-        self.n_best = tf.function(self._n_best, input_signature=spec).get_concrete_function()
-        self.translate = tf.function(self._translate, input_signature=spec).get_concrete_function()
-        self.serve = tf.function(self._serve, input_signature=spec).get_concrete_function()
+        # Without AutoGraph, which has nothing to convert here (the search is a tf.while_loop).
+        self.n_best = tf.function(self._n_best, input_signature=spec, autograph=False).get_concrete_function()
+        self.translate = tf.function(self._translate, input_signature=spec, autograph=False).get_concrete_function()
+        self.serve = tf.function(self._serve, input_signature=spec, autograph=False).get_concrete_function()
         return self.serve
 
     def _n_best(self, sentences):

@@ -313,7 +313,9 @@ def compiled_greedy_decode(model, use_cache: bool = True):
     model_ref = weakref.ref(model)
 
     def factory():
-        @tf.function(input_signature=[SOURCE_SPEC, tf.TensorSpec([], tf.int32)], reduce_retracing=True)
+        # No tensor-dependent Python control flow: AutoGraph has nothing to convert (beam.py).
+        @tf.function(input_signature=[SOURCE_SPEC, tf.TensorSpec([], tf.int32)], reduce_retracing=True,
+                     autograph=False)
         def decode(source_ids, max_length_offset):
             return greedy_decode(model_ref(), source_ids, max_length_offset, use_cache=use_cache)
 

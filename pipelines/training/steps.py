@@ -91,7 +91,7 @@ class StepFunctions:
             nonfinite = 1.0 - tf.cast(finite, tf.float32)
             return tf.stack([loss_sum, tokens, correct, nonfinite, sentences])
 
-        @tf.function(input_signature=[element_spec])
+        @tf.function(input_signature=[element_spec], autograph=False)
         def accumulate(batch):
             if distribute is not None:
                 batch = distribute(batch)

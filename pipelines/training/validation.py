@@ -52,7 +52,7 @@ def batch_sums(objective: Callable[..., ObjectiveSums]) -> Callable:
     ids = tf.TensorSpec([None, None], tf.int32)
 
     # One trace for every batch shape (bucketed batches vary in both dimensions).
-    @tf.function(input_signature=[ids, ids, ids])
+    @tf.function(input_signature=[ids, ids, ids], autograph=False)
     def sums_of(source, target_in, target_out):
         sums = objective(source, target_in, target_out, training=False)
         return tf.stack([sums.loss, sums.nll, sums.correct, sums.count])

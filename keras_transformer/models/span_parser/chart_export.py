@@ -65,7 +65,7 @@ class ChartParserModule(tf.Module):
         """Traces ``scores`` once and sets it as the module's concrete function, which is also the serving
         signature: a ``tf.function`` is traced again by ``tf.saved_model.save`` in its own context."""
         self.scores = tf.function(self._scores, input_signature=[
-            tf.TensorSpec([None], tf.string, name=INPUT_NAME)]).get_concrete_function()
+            tf.TensorSpec([None], tf.string, name=INPUT_NAME)], autograph=False).get_concrete_function()
         return self.scores
 
     def _scores(self, sentences):

@@ -93,7 +93,8 @@ class ChartParser:
     def __init__(self, model, tokenizer, bias: float | None = None, batch_size: int = 32):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.bias = model.bias if bias is None else float(bias)
-        self._forward = tf.function(self._scores, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self._forward = tf.function(self._scores, input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                                    autograph=False)
 
     def _scores(self, source_ids):
         return span_scores(self.model, source_ids)
