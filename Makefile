@@ -46,7 +46,7 @@ demo: install
 # One pytest worker per core (pytest-xdist), each test file on one worker: the files' session
 # fixtures (a trained model, a tokenizer, a Prefect server) are built once per worker, not per test.
 test: install
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # The benchmarks that need no input of their own (the probes need a finished run, the parsing
 # peers a treebank), each run as a module from the checkout: python -m benchmarks.<group>.<module>.

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.file_order"]  # the longest test files first to the xdist workers
+
 #: Raw inputs beside the repository (CI clones the repo with shared/ next to it); may be absent.
 SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 #: Small vocabulary so that training takes about a second; the CPU presets use a few thousand.

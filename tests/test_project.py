@@ -300,3 +300,19 @@ def test_the_cycle_check_sees_every_form_of_import(tmp_path):
     graph = import_graph(("lib", "app", "tidy"), tmp_path)
     assert graph["lib.user"] == {"lib.helpers"} and graph["tidy.one"] == {"tidy.two"}
     assert import_cycles(graph) == [["app.a", "app.b", "app.a"], ["lib.core", "lib.helpers", "lib.core"]]
+
+
+def test_the_workers_get_the_longest_test_files_first(request):
+    """tests/file_order.py: the collection is ordered by the durations table, longest file first, and
+    ``make test`` keeps xdist from ordering it again by the number of tests in a file."""
+    import json
+
+    from tests.file_order import DURATIONS
+
+    known = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    assert known and all((REPO / name).is_file() for name in known), [n for n in known if not (REPO / n).is_file()]
+    files = list(dict.fromkeys(item.nodeid.split("::")[0] for item in request.session.items))
+    timed = [known[name] for name in files if name in known]
+    if len(timed) > 1:  # a run of more than one timed file
+        assert timed == sorted(timed, reverse=True), files
+    assert "--dist loadfile --no-loadscope-reorder" in (REPO / "Makefile").read_text(encoding="utf-8")
