@@ -33,8 +33,12 @@ def _file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _known() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+
+
 def pytest_collection_modifyitems(config, items):
-    known = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+    known = _known()
     if not known:
         return
     default = statistics.median(known.values())
@@ -50,7 +54,7 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session):
     # On the controller (or a run without workers): it receives every worker's reports.
     if session.config.getoption("record_file_durations") and not hasattr(session.config, "workerinput"):
-        known = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+        known = _known()
         known.update((name, round(seconds, 1)) for name, seconds in _seconds.items())
         ordered = dict(sorted(known.items(), key=lambda entry: -entry[1]))
         DURATIONS.write_text(json.dumps(ordered, indent=0) + "\n", encoding="utf-8")
