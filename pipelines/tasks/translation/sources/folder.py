@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines.corpus import SPLITS, sha256_file
+from pipelines.corpus import EXTRA_SPLITS, SPLITS, sha256_file
 from pipelines.tasks.translation.cleaning import read_parallel
 from pipelines.tasks.translation.ddtp import split_of
 from pipelines.tasks.translation.sources.config import RawSplits, SourceConfig
@@ -15,7 +15,10 @@ from pipelines.textfiles import DataError
 
 logger = logging.getLogger(__name__)
 
-SPLIT_ALIASES = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
+#: The file names of each split. ``test_unseen`` (optional, never carved from train) is a second test split,
+#: as the bundled corpora have: a prepared corpus' folder (``pipelines.corpus``) reads back with all its splits.
+SPLIT_ALIASES = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",),
+                 "test_unseen": ("test_unseen",)}
 
 
 def find_folder_files(folder: str | Path, source_lang: str, target_lang: str,
@@ -53,7 +56,7 @@ def find_folder_files(folder: str | Path, source_lang: str, target_lang: str,
         raise DataError(f"{folder}: several corpora {prefixes}; choose one with folder_name")
     prefix = prefixes[0]
     files: dict[str, tuple[Path, Path]] = {}
-    for split in SPLITS:
+    for split in (*SPLITS, *EXTRA_SPLITS):
         sides = found.get((prefix, split))
         if not sides:
             continue

@@ -54,6 +54,26 @@ def test_folder_translatefolder_layout_and_derived_splits(tmp_path):
     assert not held_out & set(corpus.lines("train", "en"))
 
 
+def test_a_prepared_corpus_folder_reads_back_with_its_test_unseen_split(tmp_path):
+    # A corpus another stage wrote (the student's real + synthetic mix, for one) trains through the folder
+    # source and is scored on its second test split too; test_unseen is never carved out of train.
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for split, n in (("train", 6), ("validation", 2), ("test", 2), ("test_unseen", 3)):
+        _write(folder / f"{split}.en", [f"{split} sentence {i}" for i in range(n)])
+        _write(folder / f"{split}.de", [f"{split} Satz {i}" for i in range(n)])
+    assert set(find_folder_files(folder, "en", "de")) == {"train", "validation", "test", "test_unseen"}
+    corpus = Corpus.load(prepare_corpus(SourceConfig(source="folder", folder=str(folder),
+                                                     output_dir=str(tmp_path / "out"))))
+    assert list(corpus.pairs("test_unseen")) == [(f"test_unseen sentence {i}", f"test_unseen Satz {i}")
+                                                 for i in range(3)]
+    assert corpus.counts["train"] == 6
+
+    (folder / "test_unseen.de").unlink()
+    with pytest.raises(DataError, match="test_unseen.en has no de counterpart"):
+        find_folder_files(folder, "en", "de")
+
+
 def test_folder_mismatched_line_counts(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
