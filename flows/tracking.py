@@ -188,7 +188,8 @@ class Tracker:
         from mlflow.tracking import MlflowClient
         from mlflow.tracking.context.registry import resolve_tags
 
-        from flows.relocation import ARTIFACTS, relocate_store, store_uri
+        from flows.relocation import ARTIFACTS, STORE_FILE, relocate_store, store_uri
+        from flows.store_template import new_store
 
         if not config.experiment:
             from pipelines.config import ConfigError
@@ -199,6 +200,8 @@ class Tracker:
         uri = resolve_tracking_uri(config, run_dir)
         require_server(uri)
         local = uri == store_uri(run_dir)
+        if local:
+            new_store(run_dir / STORE_FILE)
         # A copied or moved run_dir: its store's places are made the run_dir's own again, and MLflow's
         # artifact repositories, cached by run id for the process's life, forgotten with the old places.
         if local and relocate_store(run_dir):
