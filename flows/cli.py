@@ -108,8 +108,10 @@ def main(spec: TaskFlow, argv: list[str] | None = None) -> int:
     if not args.debug:
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).addFilter(_NoUserErrorTraceback(errors))
+    flow = spec.flow()  # Prefect imported: its logging set up
+    _start_up()
     try:
-        result = spec.flow()(args.config, overrides or None)
+        result = flow(args.config, overrides or None)
     except errors as err:
         return _fail(prog, err, args.debug)
     if args.json:
@@ -117,6 +119,42 @@ def main(spec: TaskFlow, argv: list[str] | None = None) -> int:
     else:
         _report(result)
     return 0
+
+
+def _start_up() -> None:
+    """Prefect's temporary API (started when no ``PREFECT_API_URL`` is set) boots in its own process while
+    TensorFlow is imported in this one, not after it: seconds off every run's start on a multi-core machine.
+
+    The server process is spawned before TensorFlow's import captures file descriptor 2
+    (:mod:`pipelines.quiet_tensorflow`), so that it inherits the real one. If it fails to start, the flow's
+    own client starts it again and reports why.
+    """
+    import threading
+    import time
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    booting = None
+    if not PREFECT_API_URL.value() and PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        from prefect.server.api.server import SubprocessASGIServer
+
+        server = SubprocessASGIServer()  # the instance the flow's client uses
+
+        def start() -> None:
+            try:
+                server.start()
+            except Exception:  # noqa: BLE001  (the flow's client starts it again and says why it failed)
+                pass
+
+        booting = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+        booting.start()
+        while booting.is_alive() and server.server_process is None:
+            time.sleep(0.01)
+    from pipelines.quiet_tensorflow import import_quietly
+
+    import_quietly()  # what every task's stages train on
+    if booting is not None:
+        booting.join()
 
 
 def _fail(prog: str, err: BaseException, debug: bool) -> int:
