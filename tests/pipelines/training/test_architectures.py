@@ -34,7 +34,9 @@ def _batches():
 
 
 def test_a_span_parser_trains_checkpoints_and_averages_as_a_transformer_does(tmp_path):
+    # A batch a step: the batches are the same two trees, and the preset's 500 words a step would repeat them 70 times.
     config = TrainConfig(preset="span-parser-cpu", model=SPAN, train_minutes=0, train_steps=60, warmup_steps=10,
+                         accumulation_batches=1,
                          learning_rate_scale=0.5, checkpoint_dir=str(tmp_path / "train"), checkpoint_every_steps=10,
                          progress_bar=False)
     result = train(config, _batches(), Vocabulary(SOURCE_VOCAB, len(PIECES)), validation_data=_batches().take(1),
