@@ -21,6 +21,7 @@ informational lines (XLA, tf.data) out as well.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -50,12 +51,30 @@ def import_quietly() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "tensorflow" in sys.modules:
         return
-    with filtered_stderr(is_start_up_line):
+    with filtered_stderr(is_start_up_line), _without_scikit_learn_for_keras():
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (its library prints the same lines when it loads)
 
         tf.config.list_physical_devices()  # initialises the platforms: the cuInit line
         _spend_onednn_notice(tf)
+
+
+@contextlib.contextmanager
+def _without_scikit_learn_for_keras():
+    """Keras imports scikit-learn (installed for MLflow) for its scikit-learn wrappers, which no entry
+    point here uses: a second of every start. While TensorFlow and Keras load, ``import sklearn``
+    finds nothing (``sys.modules["sklearn"] = None``), so Keras defines its wrappers without it (they
+    say scikit-learn is missing if called); afterwards scikit-learn imports as ever. A process that
+    imported it before keeps it as it is."""
+    if "sklearn" in sys.modules:
+        yield
+        return
+    sys.modules["sklearn"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get("sklearn", 0) is None:
+            del sys.modules["sklearn"]
 
 
 def _spend_onednn_notice(tf) -> None:
