@@ -30,6 +30,15 @@ def prefect_server():
         yield
 
 
+def harness_api() -> dict[str, str]:
+    """The environment that sends a subprocess' flow runs to this worker's Prefect API (:func:`prefect_server`):
+    they then start no temporary server of their own (seconds of CPU each)."""
+    from prefect.settings import PREFECT_API_URL
+
+    api = PREFECT_API_URL.value()
+    return {"PREFECT_API_URL": api} if api else {}
+
+
 #: Where this pytest worker's flow runs share the prepared bundled corpus and its token caches (set
 #: by :func:`shared_corpus_and_caches`). The stages reuse both when they are of the same settings:
 #: the corpus is verified by its manifest, a cache is named by a hash of what makes its ids.

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.commands import run_json
+from tests.flows.conftest import harness_api
 
 
 @pytest.mark.slow
@@ -23,9 +24,10 @@ def test_recipe_search_runs_a_variant_through_the_flow_and_tables_it(tmp_path):
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(search))
-    # Its flows get a Prefect home of their own, not the user's ~/.prefect.
-    records = run_json("-m", "flows.tools.recipe_search", path, "--minutes", 0.3, "--out", tmp_path / "out",
-                       env={"PREFECT_HOME": str(tmp_path / "prefect-home")})
+    # Its flows report to the test's Prefect API, with a Prefect home of their own, not the user's ~/.prefect.
+    # A budget of a few steps and a short calibration: what is checked is the search's machinery.
+    records = run_json("-m", "flows.tools.recipe_search", path, "--minutes", 0.05, "--calibration-steps", 4,
+                       "--out", tmp_path / "out", env={"PREFECT_HOME": str(tmp_path / "prefect-home"), **harness_api()})
     (record,) = records
     assert record["name"] == "tiny" and record["steps"] > 0
     assert {"bleu", "chrf", "val_loss", "mlflow_run_id"} <= set(record)
