@@ -50,7 +50,9 @@ def worker_count(pairs: int) -> int:
 
 def _state(source_model: bytes, target_model: bytes | None, sentence_pairs: str, worker: bool) -> dict[str, Any]:
     if worker:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        from pipelines.quiet_tensorflow import import_quietly
+
+        import_quietly()  # a worker's TensorFlow start-up lines would land in the run's log
         import tensorflow as tf
 
         # One core each: the workers are as many as the cores.

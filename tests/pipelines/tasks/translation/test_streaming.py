@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import token_cache
+from pipelines.quiet_tensorflow import is_start_up_line
 from pipelines.config import ConfigError
 from pipelines.corpus import MANIFEST, Corpus, compress_xz, lines_to_bytes, write_corpus
 from pipelines.tasks.translation.cleaning import CleaningConfig, SeenPairs, clean_pairs
@@ -92,7 +93,7 @@ def write_folder(folder: Path, corpus: Corpus) -> Path:
 
 
 @pytest.mark.slow
-def test_streamed_stages_write_the_bytes_the_list_holding_stages_wrote(tmp_path, monkeypatch):
+def test_streamed_stages_write_the_bytes_the_list_holding_stages_wrote(tmp_path, monkeypatch, capfd):
     """Prepared corpora (bundled both ways, a folder with held-out splits), the vocabulary and the
     token caches (paragraphs and sentence pairs), the caches written by one process and by two."""
     from pipelines.input_pipeline import InputConfig, build_cache, lengths_path
@@ -116,6 +117,7 @@ def test_streamed_stages_write_the_bytes_the_list_holding_stages_wrote(tmp_path,
     tokenizers = load_tokenizers(models)
     splits = (("train", "only"), ("train", "none"), ("validation", "none"), ("test_unseen", "none"))
     for processes, minimum in ((1, 10**9), (2, 1000)):
+        capfd.readouterr()  # what this process printed so far
         monkeypatch.setattr(token_cache, "MIN_PAIRS_PER_WORKER", minimum)
         monkeypatch.setattr(token_cache, "usable_cores", lambda: 2)
         config = InputConfig(cache_dir=str(tmp_path / f"cache-{processes}"))
@@ -124,6 +126,8 @@ def test_streamed_stages_write_the_bytes_the_list_holding_stages_wrote(tmp_path,
             path = build_cache(corpus, split, tokenizers, config, mode)
             assert {"name": path.name, "tfrecord": sha256(path), "lengths": sha256(lengths_path(path))} == \
                 GOLDEN[f"cache {split} {mode}"], (processes, split, mode)
+    # The worker processes import TensorFlow as the entry points do: none of its start-up lines in the run's log.
+    assert not [line for line in capfd.readouterr().err.splitlines() if is_start_up_line(line)]
 
 
 def test_write_corpus_streams_any_iterable_to_the_bytes_of_lists(tmp_path):
