@@ -125,7 +125,7 @@ class Processes:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGTERM)
                 try:
-                    process.wait(timeout=10)  # a graceful stop is not what these tests check
+                    process.wait(timeout=3)  # a graceful stop is not what these tests check
                 except subprocess.TimeoutExpired:
                     logger.warning("%s did not stop on SIGTERM: killing it", name)
                     with contextlib.suppress(ProcessLookupError):
