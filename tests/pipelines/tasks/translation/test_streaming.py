@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipelines import token_cache
-from pipelines.quiet_tensorflow import is_start_up_line
 from pipelines.config import ConfigError
 from pipelines.corpus import MANIFEST, Corpus, compress_xz, lines_to_bytes, write_corpus
+from pipelines.quiet_tensorflow import is_start_up_line
 from pipelines.tasks.translation.cleaning import CleaningConfig, SeenPairs, clean_pairs
 from pipelines.tasks.translation.sources import SourceConfig, prepare_corpus
 from pipelines.tasks.translation.sources import folder as folder_module
