@@ -15,7 +15,8 @@ import pytest
 
 from tests.flows.conftest import REPO, write_config
 
-#: ``python -m <module> <argv...>`` with Prefect's flow call replaced by a print of its arguments.
+#: ``python -m <module> <argv...>`` with Prefect's flow call replaced by a print of its arguments, and the
+#: start-up the call would need skipped.
 STOP_AT_THE_FLOW = """
 import json, runpy, sys
 
@@ -28,6 +29,9 @@ def stop(flow, *args, **kwargs):
 
 
 prefect.flows.Flow.__call__ = stop
+import flows.cli  # noqa: E402
+
+flows.cli._start_up = lambda: None  # what the run would start (Prefect's API, TensorFlow): no run here
 module = sys.argv[1]
 sys.argv = [module, *sys.argv[2:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
