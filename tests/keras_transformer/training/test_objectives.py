@@ -27,6 +27,25 @@ def source_batch(trees):
     return tf.constant(source)
 
 
+def adam_steps(model, objective, source, target_out, steps: int) -> float:
+    """``steps`` Adam(0.01) updates of ``model`` on ``objective`` over one batch, in a tf.function (eagerly, the
+    tree CRF's loop ran op by op); the first step's objective per word."""
+    optimizer = keras.optimizers.Adam(0.01)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            sums = objective(source, None, target_out, training=True)
+        optimizer.apply(tape.gradient(sums.total, model.trainable_variables), model.trainable_variables)
+        return sums.total / sums.count
+
+    first = float(step())
+    for _ in range(steps - 1):
+        step()
+    return first
+
+
 @pytest.fixture(scope="module")
 def parser():
     model = SpanParser(SOURCE_VOCAB, CHAINS, TAGS, WORD_STARTS, num_layers=1, d_model=16, num_heads=2, d_ff=32,
@@ -53,14 +72,7 @@ def test_the_span_objective_learns_the_trees(parser):
     trees = [SMALL, UNARY]
     source, target_out = source_batch(trees), tf.constant(target_batch(trees))
     objective = SpanObjective(parser, PIECES)
-
-    optimizer = keras.optimizers.Adam(0.01)
-    first = None
-    for _ in range(60):
-        with tf.GradientTape() as tape:
-            sums = objective(source, None, target_out, training=True)
-        optimizer.apply(tape.gradient(sums.total, parser.trainable_variables), parser.trainable_variables)
-        first = first if first is not None else float(sums.total / sums.count)
+    first = adam_steps(parser, objective, source, target_out, 60)
     final = objective(source, None, target_out, training=False)
     assert float(final.total / final.count) < 0.2 * first
     assert float(final.correct) == float(final.count)  # every word tagged right
@@ -97,11 +109,7 @@ def test_the_tree_crf_objective_learns_the_trees_the_chart_search_finds():
                                + tag_sum, rtol=1e-4)
     np.testing.assert_allclose(float(sums.total), float(span_parser_loss(outputs, spans, tags)) * words,
                                rtol=1e-5)
-    optimizer = keras.optimizers.Adam(0.01)
-    for _ in range(80):
-        with tf.GradientTape() as tape:
-            sums = objective(source, None, target_out, training=True)
-        optimizer.apply(tape.gradient(sums.total, model.trainable_variables), model.trainable_variables)
+    adam_steps(model, objective, source, target_out, 80)
     log_probs = tf.nn.log_softmax(model(source)["spans"]).numpy()
     for row, tree in enumerate(trees):
         assert best_tree(tree.words(), tree.tags(), log_probs[row], CHAINS) == tree
