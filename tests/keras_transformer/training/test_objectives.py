@@ -33,7 +33,7 @@ def adam_steps(model, objective, source, target_out, steps: int) -> float:
     optimizer = keras.optimizers.Adam(0.01)
     optimizer.build(model.trainable_variables)
 
-    @tf.function
+    @tf.function(autograph=False)  # no tensor-dependent Python branch to convert
     def step():
         with tf.GradientTape() as tape:
             sums = objective(source, None, target_out, training=True)
