@@ -183,26 +183,41 @@ def test_the_guard_s_rule_picks_the_best_hypothesis_without_a_third_copy():
     assert without_loops(["a b a b a b", "ja ja ja"]) is None
 
 
+def _guard_sources():
+    return SENTENCES + [" ".join(s for s, _ in PAIRS[:3])]
+
+
 @pytest.fixture(scope="module")
 def untrained(verbatim_tokenizer, tmp_path_factory):
-    """An export of an untrained model, which repeats itself: with and without the guard."""
-    model = kt.Transformer(vocab_size=verbatim_tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2,
-                           d_ff=64, dropout=0.0)
-    model.build()
-    # Seeded here: keras.utils.set_random_seed would reset TensorFlow's kernels, the session's tokenizer's too.
-    rng = np.random.default_rng(3)
-    model.set_weights([rng.normal(0.0, 0.3, w.shape).astype("float32") for w in model.get_weights()])
+    """An export of an untrained model that loops on words, with and without the guard.
+
+    Which token a random model repeats depends on the session's vocabulary: one repeats ")," (no
+    letters, so no loop by the rule), another a word. The first seed whose model loops on words
+    is kept, so the guard always has work to do.
+    """
+    from keras_transformer.decoding.loops import repeated_ngram
+
     folder = tmp_path_factory.mktemp("ct2-untrained")
-    return {guard: convert_to_ctranslate2(model, verbatim_tokenizer, folder / str(guard), "float32",
-                                          DecodingSettings(beam_size=4, max_length_offset=30, repetition_guard=guard,
-                                                           split_sentences=False))
-            for guard in (0, 8)}
+    for seed in range(3, 23):
+        model = kt.Transformer(vocab_size=verbatim_tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2,
+                               d_ff=64, dropout=0.0)
+        model.build()
+        # Seeded here: keras.utils.set_random_seed would reset TensorFlow's kernels, the session's tokenizer's too.
+        rng = np.random.default_rng(seed)
+        model.set_weights([rng.normal(0.0, 0.3, w.shape).astype("float32") for w in model.get_weights()])
+        exports = {guard: convert_to_ctranslate2(model, verbatim_tokenizer, folder / f"{seed}-{guard}", "float32",
+                                                 DecodingSettings(beam_size=4, max_length_offset=30,
+                                                                  repetition_guard=guard, split_sentences=False))
+                   for guard in (0, 8)}
+        if any(repeated_ngram(text) for text in CTranslate2Translator(exports[0], threads=1).translate(_guard_sources())):
+            return exports
+    pytest.fail("no seed gave an untrained model that loops on words")
 
 
 def test_the_guard_leaves_no_looping_translation(untrained):
     from keras_transformer.decoding.loops import repeated_ngram
 
-    sources = SENTENCES + [" ".join(s for s, _ in PAIRS[:3])]
+    sources = _guard_sources()
     unguarded = CTranslate2Translator(untrained[0], threads=1).translate(sources)
     guarded = CTranslate2Translator(untrained[8], threads=1).translate(sources)
     looping = [i for i, text in enumerate(unguarded) if repeated_ngram(text)]
