@@ -51,7 +51,7 @@ def import_quietly() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "tensorflow" in sys.modules:
         return
-    with filtered_stderr(is_start_up_line), _without_scikit_learn_for_keras():
+    with filtered_stderr(is_start_up_line), _without_keras_extras():
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (its library prints the same lines when it loads)
 
@@ -59,22 +59,28 @@ def import_quietly() -> None:
         _spend_onednn_notice(tf)
 
 
+#: Libraries Keras imports when they are installed, for what no entry point here uses: its scikit-learn
+#: wrappers (scikit-learn is installed for MLflow), a second of every start, and ``keras.visualization``'s
+#: image galleries (``matplotlib.pyplot``; the attention pictures draw with matplotlib's Agg canvas),
+#: 0.4 s.
+KERAS_EXTRAS = ("sklearn", "matplotlib")
+
+
 @contextlib.contextmanager
-def _without_scikit_learn_for_keras():
-    """Keras imports scikit-learn (installed for MLflow) for its scikit-learn wrappers, which no entry
-    point here uses: a second of every start. While TensorFlow and Keras load, ``import sklearn``
-    finds nothing (``sys.modules["sklearn"] = None``), so Keras defines its wrappers without it (they
-    say scikit-learn is missing if called); afterwards scikit-learn imports as ever. A process that
-    imported it before keeps it as it is."""
-    if "sklearn" in sys.modules:
-        yield
-        return
-    sys.modules["sklearn"] = None  # type: ignore[assignment]
+def _without_keras_extras():
+    """While TensorFlow and Keras load, ``import sklearn`` and ``import matplotlib`` find nothing
+    (``sys.modules[name] = None``), so Keras defines its wrappers and galleries without them (they say
+    the library is missing if called); afterwards both import as ever. A process that imported one
+    before keeps it as it is."""
+    blocked = [name for name in KERAS_EXTRAS if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         yield
     finally:
-        if sys.modules.get("sklearn", 0) is None:
-            del sys.modules["sklearn"]
+        for name in blocked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
 
 def _spend_onednn_notice(tf) -> None:
