@@ -348,11 +348,25 @@ def kill_and_resume(tmp_path: Path, job_yaml_data: dict, steps: int, every: int,
     return latest, result.stderr
 
 
-def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data):
+def test_sigkill_past_the_first_pass_resumes_at_the_right_step_and_the_stream_at_its_saved_position(
+        tmp_path, job_yaml_data, ddtp_corpus, tokenizer):
+    """Killed mid-training, in its third pass over the data: the resumed run ends where the
+    uninterrupted one did, its data stream set to the saved position rather than replayed."""
+    # A small corpus: the few hundred pairs of at most 7 tokens a side, a few batches a pass; a step
+    # of about 5 batches. Few steps: over 30, the rounding of two processes alone (before any kill)
+    # moved their losses apart by 1e-4 while their batches stayed the same.
+    data = {**job_yaml_data, "input": {**job_yaml_data["input"], "max_length": 8}}
+    one_pass = sum(1 for _ in make_dataset(ddtp_corpus, "train", tokenizer, InputConfig(**data["input"]),
+                                           training=True))
     steps = 16
     # With dropout: the checkpoint carries the dropout generators' state too.
-    latest, _ = kill_and_resume(tmp_path, job_yaml_data, steps, every=4, kill_at=10,
-                                model={**TINY_MODEL, "dropout": 0.1})
+    latest, log = kill_and_resume(tmp_path, data, steps, every=4, kill_at=10, tokens_per_step=1500,
+                                  model={**TINY_MODEL, "dropout": 0.1})
+    consumed = int(tf.train.load_checkpoint(latest).get_tensor("consumed_batches/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert consumed > 2 * one_pass, (consumed, one_pass)  # resumed in the third pass, reshuffled twice
+    # Set to the saved position, not replayed: a restart costs the same at any step.
+    assert f"restored the data position of {latest}" in log and "skipping" not in log
+
     resumed_from = int(latest.rsplit("-", 1)[1])
     killed_dir = tmp_path / "killed"
     a = tf.train.load_checkpoint(str(tmp_path / "reference" / f"ckpt-{steps}"))
@@ -371,18 +385,3 @@ def test_sigkill_mid_training_resumes_at_the_right_step(tmp_path, job_yaml_data)
         apart = np.linalg.norm(b.get_tensor(key) - a.get_tensor(key))
         assert moved > 0, key
         assert apart <= 0.02 * moved, (key, apart, moved)
-
-
-def test_sigkill_past_the_first_pass_resumes_the_stream_from_its_saved_position(
-        tmp_path, job_yaml_data, ddtp_corpus, tokenizer):
-    # A small corpus: the few hundred pairs of at most 7 tokens a side, a few batches a pass; a step
-    # of about 5 batches. Few steps: over 30, the rounding of two processes alone (before any kill)
-    # moved their losses apart by 1e-4 while their batches stayed the same.
-    data = {**job_yaml_data, "input": {**job_yaml_data["input"], "max_length": 8}}
-    one_pass = sum(1 for _ in make_dataset(ddtp_corpus, "train", tokenizer, InputConfig(**data["input"]),
-                                           training=True))
-    latest, log = kill_and_resume(tmp_path, data, steps=12, every=4, kill_at=10, tokens_per_step=1500)
-    consumed = int(tf.train.load_checkpoint(latest).get_tensor("consumed_batches/.ATTRIBUTES/VARIABLE_VALUE"))
-    assert consumed > 2 * one_pass, (consumed, one_pass)  # resumed in the third pass, reshuffled twice
-    # Set to the saved position, not replayed: a restart costs the same at any step.
-    assert f"restored the data position of {latest}" in log and "skipping" not in log
