@@ -11,13 +11,23 @@ import sys
 
 import pytest
 
-from tests.flows.conftest import REPO, write_config
+from tests.flows.conftest import REPO, harness_api, write_config
 
 
 @pytest.fixture(scope="module", autouse=True)
 def prefect_server():
     """Replaces the temporary in-process API of ``conftest.py``: these runs start their own, or none."""
     yield
+
+
+@pytest.fixture(scope="module")
+def shared_api():
+    """For the runs after a module's first whole run, whose checks are not about start-up: a Prefect API
+    they share (each run's own temporary server took seconds of CPU to start). ``{}`` outside it."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield harness_api()
 
 
 #: The module's Prefect home, outside the checkout and ~/.prefect: every run starts its temporary server from
@@ -33,9 +43,10 @@ def prefect_home(tmp_path_factory):
 
 
 def run_flow(*args: str, cwd, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": _PREFECT_HOME[0], **(env or {})}
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": _PREFECT_HOME[0]}
     environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the entry point must quieten TensorFlow itself
-    environment.pop("PREFECT_API_URL", None)
+    environment.pop("PREFECT_API_URL", None)  # a temporary server of its own, as a user's run has, unless ``env`` names one
+    environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "flows.translation", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -80,7 +91,7 @@ def test_a_missing_data_folder_exits_2_with_one_line_naming_the_setting(tmp_path
 
 
 @pytest.mark.slow
-def test_a_data_error_found_in_a_stage_exits_2_without_a_traceback(tmp_path):
+def test_a_data_error_found_in_a_stage_exits_2_without_a_traceback(tmp_path, shared_api):
     """Parallel files of blank lines pass the checks before start-up (what is left after cleaning
     is the data stage's to find): Prefect's lines about the failed run lose their traceback, and
     the command's error line names the split and its files."""
@@ -90,7 +101,7 @@ def test_a_data_error_found_in_a_stage_exits_2_without_a_traceback(tmp_path):
     (corpus / "news.train.en").write_text("\n\n")
     (corpus / "news.train.de").write_text("\n\n")
     done = run_flow("--config", str(config), "--set", "data.source=folder", "--set", f"data.folder={corpus}",
-                    cwd=tmp_path)
+                    cwd=tmp_path, env=shared_api)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("python -m flows.translation: error: ")]
     assert len(errors) == 1 and "is empty" in errors[0] and "news.train.en" in errors[0], done.stderr[-3000:]
@@ -214,10 +225,11 @@ def result_of(done: subprocess.CompletedProcess):
 
 
 @pytest.mark.slow
-def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
+def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path, shared_api):
     """--train-steps, --set, --new-run and --run-id as a user types them; stderr of a healthy run
-    holds no TensorFlow start-up lines. Then another vocabulary size in the run_dir is refused, and
-    the finished runs' tokenizer, corpus and run files stay byte for byte."""
+    holds no TensorFlow start-up lines. The runs a user reads start their own Prefect server, as a user's
+    do; the others share one. Then another vocabulary size in the run_dir is refused, and the finished
+    runs' tokenizer, corpus and run files stay byte for byte."""
     from mlflow.tracking import MlflowClient
 
     config = write_config(tmp_path, shared_data=False)  # its corpus under the run_dir, as a user's run has it
@@ -241,7 +253,8 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert params["evaluation.max_sentences"] == "4" and params["export.enabled"] == "False"
 
     # --run-id: that run named and continued.
-    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path))
+    named = result_of(run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path,
+                               env=shared_api))
     assert named.run_id == result.run_id and (named.training.start_step, named.training.final_step) == (10, 12)
     # --new-run: a new MLflow run from step 0 (retention is no setting of the training's). Without --json a
     # reader gets a summary: the run, its steps, the scores and examples, no JSON. Keeping one run, it
@@ -256,7 +269,8 @@ def test_the_command_line_options_and_a_quiet_healthy_run(tmp_path):
     assert "`prefect server start` shows them" in summary.stdout
     assert run_id != result.run_id and client.get_run(run_id).info.status == "FINISHED"
     # Continuing the first run now says that it starts over.
-    continued = run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path)
+    continued = run_flow(*common, "--train-steps", "12", "--run-id", result.run_id, "--json", cwd=tmp_path,
+                         env=shared_api)
     assert result_of(continued).training.start_step == 0
     assert f"MLflow run {result.run_id} had its checkpoints removed by retention" in continued.stderr
     assert client.get_run(result.run_id).data.tags["retention.checkpoints_removed"] == "true"
