@@ -45,7 +45,7 @@ def prefect_home(tmp_path_factory):
 def run_flow(*args: str, cwd, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": _PREFECT_HOME[0]}
     environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the entry point must quieten TensorFlow itself
-    environment.pop("PREFECT_API_URL", None)  # a temporary server of its own, as a user's run has, unless ``env`` names one
+    environment.pop("PREFECT_API_URL", None)  # a temporary server of its own, as a user's run has, unless in env
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "flows.translation", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout)
