@@ -20,7 +20,7 @@ SCORED = 24
 TINY = {"num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64}
 
 
-def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict, train_trees: int = 200):
+def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict, train_trees: int = 200, log_every_steps: int = 3):
     from flows.parsing import parsing_pipeline
 
     overrides = {
@@ -32,7 +32,7 @@ def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict, train_trees
                   "validate_every_steps": 9, "validation_max_batches": 2, "progress_bar": False, **train},
         "averaging": {"last_n": 2},
         "evaluation": {"max_sentences": SCORED, **evaluation},
-        "tracking": {"experiment": "parsing-flow-test", "log_every_steps": 3},
+        "tracking": {"experiment": "parsing-flow-test", "log_every_steps": log_every_steps},
     }
     result = parsing_pipeline(str(REPO / "configs" / "parsing" / "sample-cpu.yaml"), overrides)
     return tmp_path, result
@@ -61,7 +61,8 @@ def parsed_seq2seq(tmp_path_factory, toy_treebank):
     return _run_flow(tmp_path_factory.mktemp("parsing-seq2seq"), toy_treebank,
                      {"preset": "parser-cpu", "average_window": 0.1, "model": model, "train_steps": SEQ2SEQ_STEPS,
                       "checkpoint_every_steps": SEQ2SEQ_CHECKPOINT_EVERY, "validate_every_steps": SEQ2SEQ_STEPS},
-                     {"decoding": {"max_length_offset": 40}}, train_trees=600)
+                     {"decoding": {"max_length_offset": 40}}, train_trees=600,
+                     log_every_steps=SEQ2SEQ_CHECKPOINT_EVERY)  # its 450 steps' curves in a few points
 
 
 @pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])
