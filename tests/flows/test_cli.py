@@ -22,8 +22,8 @@ def prefect_server():
 
 @pytest.fixture(scope="module")
 def shared_api():
-    """For the runs after a module's first whole run, whose checks are not about start-up: a Prefect API
-    they share (each run's own temporary server took seconds of CPU to start). ``{}`` outside it."""
+    """The environment that sends a run to a Prefect API the module's runs share: for the runs whose checks
+    are not about start-up (each run's own temporary server took seconds of CPU to start)."""
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
