@@ -80,6 +80,7 @@ def train(
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
     model_fn: ModelFn | None = None,
     target_pieces: Sequence[str] | None = None,
+    stop_at: float | None = None,
 ) -> TrainResult:
     """Trains (or resumes training of) a Transformer with the paper's recipe.
 
@@ -106,6 +107,9 @@ def train(
             the preset's architecture (``Transformer(**config.to_dict(), dtype=policy)``).
         target_pieces: the target vocabulary's pieces by id, which a span parser's objective
             reads its gold trees with (``keras_transformer.training.objectives``).
+        stop_at: a progress (the fraction of the step cap or budget done) at which to save and return
+            before the end, so that the run goes on from there with other data (:func:`train_on_corpus`'s
+            ``finish_on``); its final validation is left to the call that ends the run.
 
     Raises:
         TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
@@ -141,7 +145,7 @@ def train(
         validation = Validation(model, validation_data, plan.label_smoothing, config.validate_every_steps,
                                 config.validation_max_batches, objective)
     trainer = Trainer(config, plan, model, optimizer, steps, checkpoint, loss_scale, budget, workers, log,
-                      validation, on_step)
+                      validation, on_step, stop_at)
     result = trainer.run(stream.batches, resume)
     precision = "float32" if config.mixed_precision == "none" else config.mixed_precision
     distribution = {"strategy": described["kind"], "replicas": described["replicas"],

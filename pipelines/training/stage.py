@@ -1,5 +1,10 @@
 """The training stage on a prepared corpus: batches, vocabulary checks, then :func:`train`.
 
+A run may finish on another corpus (``finish_on``): a student trained on real and synthetic pairs
+spends the last share of its budget on the real pairs alone, the order in which the synthetic ones
+paid (He et al., 2020). The switch is recorded beside the checkpoints (:data:`SWITCH_FILE`), so a
+resumed run reads the corpus its newest checkpoint's stream position belongs to.
+
 What the command line (:mod:`pipelines.training.cli`), the pipeline flow and the recipe search's
 step-time calibration share: the token-bucketed batches of the corpus' train split (one input
 pipeline per worker), the validation batches, the check that the model's vocabulary sizes and
@@ -9,8 +14,10 @@ special ids are the tokenizers', and the vocabulary record that ties checkpoints
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
@@ -21,11 +28,14 @@ from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.input_reports import DROPPED_TOKENS_WARNING, length_report
 from pipelines.tokenization import vocabulary_record
-from pipelines.training.config import TrainConfig, TrainResult
+from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
 from pipelines.training.runner import train
 from pipelines.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
+
+#: Beside the checkpoints of a run that finishes on another corpus: that corpus and the step it began at.
+SWITCH_FILE = "switched.json"
 
 
 def train_on_corpus(
@@ -37,12 +47,44 @@ def train_on_corpus(
     validation_split: str | None = "validation",
     strategy: tf.distribute.Strategy | None = None,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    finish_on: Corpus | None = None,
+    finish_share: float = 0.0,
 ) -> TrainResult:
-    """Trains (or resumes) ``config``'s model on ``corpus`` tokenized by ``tokenizers``.
+    """Trains (or resumes) ``config``'s model on ``corpus`` tokenized by ``tokenizers``, and with
+    ``finish_on`` the last ``finish_share`` of the run (of its budget, else of its steps) on that corpus,
+    whose stream starts at the switch and continues from its own position on a resume after it.
 
     Raises ``ValueError`` before any training if the tokenizers' sizes or special ids are not the
     model's.
     """
+    common = {"validation_split": validation_split, "strategy": strategy, "on_step": on_step}
+    if finish_on is None or not finish_share:
+        return _train_on(corpus, tokenizers, input_config, config, **common)
+    if not 0 < finish_share < 1:
+        raise ValueError(f"finish_share={finish_share}: a fraction of the run in (0, 1)")
+    switch = Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR) / SWITCH_FILE
+    if not switch.is_file():
+        first = _train_on(corpus, tokenizers, input_config, config, stop_at=1 - finish_share, **common)
+        logger.info("step %d: the last %.0f%% of the run trains on %s", first.final_step, 100 * finish_share,
+                    finish_on.directory)
+        temporary = switch.with_name(switch.name + ".tmp")
+        temporary.write_text(json.dumps({"corpus": str(finish_on.directory), "from_step": first.final_step}))
+        temporary.replace(switch)
+    from_step = json.loads(switch.read_text())["from_step"]
+    # Only checkpoints written after the switch hold a position in the finishing corpus' stream.
+    at_switch = _newest_step(switch.parent) == from_step
+    finishing = dataclasses.replace(config, data_resume="restart") if at_switch else config
+    return _train_on(finish_on, tokenizers, input_config, finishing, **common)
+
+
+def _newest_step(directory: Path) -> int | None:
+    newest = tf.train.latest_checkpoint(str(directory))
+    return int(newest.rsplit("-", 1)[1]) if newest else None
+
+
+def _train_on(corpus: Corpus, tokenizers: Vocabulary[SubwordTokenizer], input_config: InputConfig,
+              config: TrainConfig, *, validation_split: str | None, strategy: tf.distribute.Strategy | None,
+              on_step: Callable[[int, dict[str, Any]], None] | None, stop_at: float | None = None) -> TrainResult:
     source, target = tokenizers
     sizes = tokenizers.map(lambda tokenizer: tokenizer.vocab_size)
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
@@ -77,7 +119,7 @@ def train_on_corpus(
     if validation_split:
         validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
     return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
-                 strategy=strategy, on_step=on_step, target_pieces=target_pieces)
+                 strategy=strategy, on_step=on_step, target_pieces=target_pieces, stop_at=stop_at)
 
 
 def check_tree_symbols(corpus: Corpus, target_pieces: list[str]) -> None:

@@ -47,6 +47,8 @@ class Trainer:
     validation: Validation | None = None
     #: Called on the chief after every step with ``(step, record)``.
     on_step: Callable[[int, dict[str, Any]], None] | None = None
+    #: A progress (a fraction of the budget) at which this call stops, saved, to go on with other data.
+    stop_at: float | None = None
 
     def run(self, batches: Iterator, resume: Resume) -> TrainResult:
         """Trains until ``plan.train_steps`` or the budget, from the state ``resume`` was restored to."""
@@ -55,7 +57,7 @@ class Trainer:
         last_saved = step if step else None
         last_save_time = time.monotonic()
         validation = None
-        out_of_time = self.workers.any(self.budget.out_of_time())
+        out_of_time = self.workers.any(self.budget.out_of_time() or self._stop_due(step))
         try:
             while step < train_steps and not out_of_time:
                 tick = time.perf_counter()
@@ -83,7 +85,7 @@ class Trainer:
                 self._save(step, consumed)
         finally:
             self.log.close()
-        if self.validation is not None:
+        if self.validation is not None and not self._stop_due(step):
             validation = self.validation(step)
             self.log.add_final_validation(step, validation)
         return TrainResult(
@@ -144,11 +146,14 @@ class Trainer:
         if minutes:
             due = due or self.workers.any(time.monotonic() - last_save_time >= minutes * 60)
         if not self.budget.seconds:
-            return due, False
+            return due, self.workers.any(self._stop_due(step))
         # In the averaging window only its marks save: the newest k checkpoints are then evenly spread over it.
         in_window = self.workers.any(self.budget.in_window(step))
         due = self.workers.any(self.budget.averaging_checkpoint_due(step)) or (due and not in_window)
-        return due, self.workers.any(self.budget.out_of_time())
+        return due, self.workers.any(self.budget.out_of_time() or self._stop_due(step))
+
+    def _stop_due(self, step: int) -> bool:
+        return self.stop_at is not None and self.budget.progress(step) >= self.stop_at
 
     def _save(self, step: int, consumed: int) -> None:
         self.checkpoint.save(step, consumed, self.budget.spent())
