@@ -61,6 +61,7 @@ from flows.stages import (
     train_task,
     train_timeout,
 )
+from flows.synthesis import student_corpus, student_tokenizer_dir
 from flows.tracking import Tracker, artifact_key, end_replaced, resolve_tracking_uri, run_status
 from flows.ui import run_name
 from pipelines.config import to_dict
@@ -100,12 +101,17 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         tracker.log_stage("data", corpus)
         tracker.log_artifacts(corpus.manifest, "data")
         tracker.log_corpus(corpus.directory, pipeline_task.identity(config.data))
-        vocabulary = _value(tokenizer_task(corpus, config.tokenizer, str(config.tokenizer_dir)))
+        # With a teacher, the vocabulary and all but the end of training read the real and synthetic pairs.
+        student = student_corpus(config, corpus, tracker)
+        tokenizer_dir = student_tokenizer_dir(config, student) if student else config.tokenizer_dir
+        vocabulary = _value(tokenizer_task(student or corpus, config.tokenizer, str(tokenizer_dir)))
         tracker.log_stage("vocabulary", vocabulary)
         for path in vocabulary.distinct():
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
-        training = train(corpus, vocabulary, config.input, train_config, tracker, config.tracking.log_every_steps)
+        finish = {"finish_on": corpus, "finish_share": config.synthetic.real_only_share} if student else {}
+        training = train(student or corpus, vocabulary, config.input, train_config, tracker,
+                         config.tracking.log_every_steps, **finish)
         # The final validation is the last point of the val/ curves, at the final step.
         final, counts = metric_names.training_summary(training.validation, training.train_minutes)
         tracker.log_stage("training", training, final, step=training.final_step)

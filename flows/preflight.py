@@ -44,6 +44,7 @@ def check_before_start(config: Any, check_data: Callable[[Any], None] | None = N
         check_data(config.data)
     check_run_dir(run_dir)
     check_prepared_data(config.data)
+    check_synthetic(getattr(config, "synthetic", None))
     # The tokenizer stage refuses to retrain the tokenizer earlier runs depend on; its settings say so now.
     check_existing(config.tokenizer, config.tokenizer_dir)
     read_state(run_dir / STATE_FILE)  # a damaged state file names itself
@@ -64,6 +65,33 @@ def check_prepared_data(data: Any) -> None:
         check_corpus(data)
     elif isinstance(data, TreebankConfig):
         check_treebank(data)
+
+
+def check_synthetic(settings: Any) -> None:
+    """A teacher export that is not there or not an export, a ``models:/`` teacher not named by alias, a pool
+    folder that is not there or holds a file that is not text: one line naming the setting, before any work
+    (a registered teacher's alias is looked up when the run starts, in its tracking store)."""
+    from pipelines.tasks.translation.pool import pool_files
+    from pipelines.tasks.translation.student import OWN_CHAMPION
+    from pipelines.tasks.translation.synthesis import resolve_teacher
+    from pipelines.textfiles import DataError
+
+    if settings is None or not settings.teacher:
+        return
+    teacher = settings.teacher
+    if teacher.startswith("models:/"):
+        name, at, alias = teacher.removeprefix("models:/").partition("@")
+        if not (name and at and alias):
+            raise ConfigError(f"synthetic.teacher={teacher}: a registered model is named by alias, models:/NAME@ALIAS")
+    elif teacher != OWN_CHAMPION:
+        try:
+            resolve_teacher(teacher)
+        except (ConfigError, DataError) as err:
+            raise type(err)(f"synthetic.teacher: {err}") from None
+    try:
+        pool_files(settings.pool_config())
+    except DataError as err:
+        raise DataError(f"synthetic.pool: {err}") from None
 
 
 def existing_path(setting: str, value: str | None, hint: str = "") -> None:

@@ -98,6 +98,14 @@ def task_configs() -> dict[str, tuple[type, type]]:
     return {task.name: (task.data_config, task.eval_config) for task in (TranslationTask, ParsingTask)}
 
 
+def task_sections() -> dict[str, dict[str, type]]:
+    """The sections only one task's pipeline has (translation's ``synthetic``), by task name."""
+    from pipelines.tasks.parsing.task import ParsingTask
+    from pipelines.tasks.translation.task import TranslationTask
+
+    return {task.name: task.sections for task in (TranslationTask, ParsingTask) if task.sections}
+
+
 def model_configs() -> dict[str, type]:
     """The architectures' config classes (what ``train.model`` sets), by architecture name."""
     from keras_transformer.models.config import ARCHITECTURES
@@ -136,6 +144,9 @@ def sections() -> list[Section]:
                     result.append(_tokenizer_target())
                 if section.path == "train":
                     result.extend(_model_sections(section.config))
+    for task, own in task_sections().items():
+        for name, config in own.items():
+            result.extend(_nested(name, config, f"{task} task"))
     result.append(Section("training", TrainingRecipe, "preset section", note=(
         "A preset's recipe in `keras_transformer/models/presets.yaml`; `train.*` overrides its "
         "`train_steps`, `train_minutes`, `warmup_steps`, `label_smoothing`, `learning_rate_scale`, "

@@ -108,8 +108,11 @@ def train_task(
     config: TrainConfig,
     tracker: Tracker,
     log_every_steps: int,
+    finish_on: PreparedCorpus | None = None,
+    finish_share: float = 0.0,
 ) -> TrainingSummary:
-    """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any."""
+    """Trains, resuming from the newest checkpoint in ``config.checkpoint_dir`` if any; with ``finish_on``, its
+    last ``finish_share`` on that corpus (:func:`pipelines.training.stage.train_on_corpus`)."""
     from flows import metric_names
     from pipelines.corpus import Corpus
     from pipelines.results import TrainingSummary
@@ -135,7 +138,8 @@ def train_task(
             log(step, metrics)
 
     result = train_on_corpus(Corpus.load(corpus.directory), load_tokenizers(vocabulary), input_config, config,
-                             on_step=on_step)
+                             on_step=on_step, finish_on=finish_on and Corpus.load(finish_on.directory),
+                             finish_share=finish_share)
     # A kill between a checkpoint and the MLflow call after it leaves steps up to the resumed
     # checkpoint in the trainer's metrics file but not in MLflow: log them now.
     logged = tracker.logged_steps(metric_names.TRAIN_LOSS)  # again: on_step logged more

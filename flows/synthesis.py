@@ -1,5 +1,5 @@
 """The ``synthesize`` stage as a Prefect task, tracked in MLflow (:mod:`pipelines.tasks.translation.synthesis`
-does the work).
+does the work), and the student's corpus a run with a teacher trains on (:func:`student_corpus`).
 
 Cached by its inputs: the key is the stage's settings, what the teacher resolves to now (a
 ``models:/NAME@champion`` alias names another export once another version is champion) and the pool's
@@ -25,7 +25,9 @@ from prefect.cache_policies import NO_CACHE
 
 if TYPE_CHECKING:
     from flows.tracking import Tracker
+    from pipelines.results import PreparedCorpus
     from pipelines.tasks.translation.synthesis import SynthesisConfig, SynthesisResult
+    from pipelines.tasks.translation.synthetic_mix import MixConfig
 
 HOUR = 3600
 #: The dataset context of synthetic pairs beside the corpus' splits (``train``, ``test``, ...).
@@ -125,3 +127,58 @@ def log_synthesis(tracker: Tracker, result: SynthesisResult) -> None:
                          "synthesis/seconds": result.seconds,
                          **{f"synthesis/dropped_{reason}": n for reason, n in result.dropped.items()}})
     tracker.log_artifacts(Path(result.output_dir) / MANIFEST, "synthesis")
+
+
+@task(name="mix", retries=1, cache_policy=NO_CACHE)
+def mix_task(config: MixConfig) -> PreparedCorpus:
+    """The student's corpus: the real pairs and the synthetic ones (kept when already written from the same)."""
+    from pipelines.results import PreparedCorpus
+    from pipelines.tasks.translation.synthetic_mix import mix
+
+    corpus = mix(config)
+    get_run_logger().info("the student's corpus at %s: %d training pairs", corpus.directory, corpus.counts["train"])
+    return PreparedCorpus(str(corpus.directory))
+
+
+def student_corpus(config: Any, corpus: PreparedCorpus, tracker: Tracker) -> PreparedCorpus | None:
+    """The corpus a run with a teacher (``config.synthetic``) trains on before its real pairs alone: the real
+    pairs and the teacher's translations of the pool, the synthesis logged to the run. None without a teacher,
+    or with ``teacher: champion`` while the run's registered model has no champion yet (said in the log)."""
+    from pipelines.tasks.translation.student import OWN_CHAMPION
+
+    settings = getattr(config, "synthetic", None)
+    if settings is None or not settings.teacher:
+        return None
+    teacher = settings.teacher
+    if teacher == OWN_CHAMPION:
+        teacher = f"models:/{config.registered_model}@{OWN_CHAMPION}"
+        if not _has_alias(tracker.tracking_uri, config.registered_model, OWN_CHAMPION):
+            get_run_logger().info("synthetic.teacher=champion: %s has no champion yet, so this run has no teacher "
+                                  "and trains on the real pairs alone", config.registered_model)
+            return None
+    run_dir = Path(config.run_dir)
+    result = synthesize_task(settings.synthesis_config(teacher, corpus.directory, run_dir / "synthetic",
+                                                       tracker.tracking_uri))
+    log_synthesis(tracker, result)
+    student = mix_task(settings.mix_config(corpus.directory, result.output_dir, run_dir / "data" / "student"))
+    tracker.log_stage("student-corpus", student)
+    return student
+
+
+def student_tokenizer_dir(config: Any, student: PreparedCorpus) -> Path:
+    """Where a student's vocabulary goes: one per student corpus, beside the run_dir's own (a vocabulary is never
+    replaced, and each teacher's pairs make another corpus)."""
+    from pipelines.corpus import Corpus
+
+    return Path(config.tokenizer_dir) / f"student-{Corpus.load(student.directory, verify=False).fingerprint('train')}"
+
+
+def _has_alias(tracking_uri: str, name: str, alias: str) -> bool:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        MlflowClient(tracking_uri, registry_uri=tracking_uri).get_model_version_by_alias(name, alias)
+    except MlflowException:
+        return False
+    return True

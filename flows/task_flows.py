@@ -33,7 +33,8 @@ def pipeline_config_class(task: Task) -> type[PipelineConfig]:
     typed by the task's data and evaluation configs (what a YAML file's sections are read as)."""
     name = f"{task.name.capitalize()}PipelineConfig"
     sections = [(section, config, dataclasses.field(default_factory=config))
-                for section, config in (("data", task.data_config), ("evaluation", task.eval_config))]
+                for section, config in (("data", task.data_config), ("evaluation", task.eval_config),
+                                        *task.sections.items())]
     doc = (f"The {task.name} pipeline's settings: ``data`` read as {task.data_config.__name__}, "
            f"``evaluation`` as {task.eval_config.__name__}.")
     return dataclasses.make_dataclass(name, sections, bases=(PipelineConfig,),

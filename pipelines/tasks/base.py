@@ -84,6 +84,8 @@ class Task(abc.ABC):
     paragraph_pairs: ClassVar[bool] = False
     #: How a model is found again: the data settings that make two runs the same problem.
     identity_fields: ClassVar[tuple[str, ...]] = ()
+    #: Sections of the pipeline config only this task has, by name: their settings' dataclasses.
+    sections: ClassVar[dict[str, type]] = {}
 
     @abc.abstractmethod
     def default_data_dir(self, data_config: Any) -> str:

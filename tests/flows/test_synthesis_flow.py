@@ -24,9 +24,24 @@ def test_a_champion_teaches_once_and_the_pairs_are_a_synthetic_dataset_of_the_ru
     client = MlflowClient(uri, registry_uri=uri)
     client.create_registered_model("teacher")
     version = client.create_model_version("teacher", str(tmp_path / "model"))
-    client.set_registered_model_alias("teacher", "champion", version.version)
     run = client.create_run(client.create_experiment("synthesis", artifact_location=str(tmp_path / "artifacts")))
     tracker = Tracker(uri, run.info.run_id)
+
+    # A run whose teacher is its own champion, before there is one: no teacher, said, and nothing synthesized.
+    from flows.synthesis import student_corpus
+    from flows.task_flows import TRANSLATION
+    from pipelines.results import PreparedCorpus
+
+    own = TRANSLATION.load_config(TRANSLATION.default_config, {
+        "run_dir": str(tmp_path / "run"), "synthetic": {"teacher": "champion"},
+        "tracking": {"registered_model": "teacher"}})
+
+    @flow(name="first-round")
+    def first_round():
+        return student_corpus(own, PreparedCorpus(str(tmp_path / "en-de")), tracker)
+
+    assert first_round() is None and not (tmp_path / "run").exists()
+    client.set_registered_model_alias("teacher", "champion", version.version)
 
     pool = tmp_path / "pool"
     pool.mkdir()
@@ -73,3 +88,28 @@ def test_a_registered_teacher_that_does_not_exist_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="models:/NAME@ALIAS"):
         registered_export("models:/teacher", tmp_path, uri)
     assert not (tmp_path / "teacher").exists()
+
+
+def test_a_teacher_or_pool_that_is_not_there_is_one_line_naming_its_setting_before_anything_starts(tmp_path):
+    from flows.preflight import check_before_start
+    from flows.task_flows import TRANSLATION
+    from pipelines.config import ConfigError
+    from pipelines.textfiles import DataError
+
+    binary = tmp_path / "pool"
+    binary.mkdir()
+    (binary / "weights.bin").write_bytes(bytes(64))
+
+    def check(**synthetic):
+        config = TRANSLATION.load_config(TRANSLATION.default_config, {"run_dir": str(tmp_path / "run"),
+                                                                      "synthetic": synthetic})
+        check_before_start(config, TRANSLATION.check_data)
+
+    with pytest.raises(DataError, match=rf"^synthetic\.teacher: teacher {tmp_path}/gone: no such export directory$"):
+        check(teacher=str(tmp_path / "gone"))
+    with pytest.raises(ConfigError, match=r"^synthetic\.teacher=models:/teacher: .*models:/NAME@ALIAS$"):
+        check(teacher="models:/teacher")
+    with pytest.raises(DataError, match=r"^synthetic\.pool: \S*weights\.bin: not a text file \(a NUL byte"):
+        check(teacher="champion", pool=str(binary))
+    check(teacher="champion")  # the bundled pool; the champion is looked up when the run starts
+    assert not (tmp_path / "run" / "data").exists()

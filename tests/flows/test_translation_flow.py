@@ -533,3 +533,47 @@ def test_the_run_reads_in_mlflow_s_ui_as_a_team_browses_it(finished_run):
     assert not hashed and version.tags[f"score.bleu.{result.promotion.evaluation_key}"] == \
         str(result.evaluation.score)
     assert result.promotion.evaluation_key.startswith("test.")
+
+
+def test_a_retraining_with_its_champion_as_teacher_trains_on_its_translations_then_on_the_real_pairs(
+        finished_run, tmp_path, monkeypatch):
+    """What the weekly deployment does with ``synthetic.teacher: champion``: the champion's export translates the
+    pool, the student's vocabulary and training read the real and synthetic pairs, the last quarter the real
+    pairs alone, and it is scored on the teacher's evaluation."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.translation import translation_pipeline
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.student import TAG
+    from pipelines.training.stage import SWITCH_FILE
+
+    first_dir, config, first = finished_run
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    real = Corpus.load(first_dir / "run" / "data" / "ddtp-en-de")
+    sources = sorted({s for s, _ in real.pairs("train") if 4 <= len(s.split()) <= 12})[:30]
+    (pool / "descriptions.txt").write_text("".join(f"{s}\n" for s in sources), "utf-8")
+    monkeypatch.chdir(first_dir)
+    student = translation_pipeline(str(config), {"synthetic": {"teacher": "champion", "pool": str(pool),
+                                                               "real_only_share": 0.25}})
+
+    uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
+    client = MlflowClient(uri, registry_uri=uri)
+    run = client.get_run(student.run_id)
+    (synthetic,) = [i for i in run.inputs.dataset_inputs
+                    if {t.key: t.value for t in i.tags}.get("mlflow.data.context") == "synthetic"]
+    assert {t.key: t.value for t in synthetic.tags}["teacher"] == "models:/flow-test@champion"
+    kept, lines = run.data.metrics["synthesis/pairs"], run.data.metrics["synthesis/pool_lines"]
+    assert lines == len(sources) and kept + sum(v for k, v in run.data.metrics.items()
+                                                if k.startswith("synthesis/dropped_")) == lines
+
+    mixed = Corpus.load(first_dir / "run" / "data" / "student")
+    tagged = [s for s, _ in mixed.pairs("train") if s.startswith(f"{TAG} ")]
+    assert len(tagged) == kept and mixed.counts["train"] == 2 * real.counts["train"] + kept
+    assert student.vocabulary.source.startswith(str(first_dir / "run" / "tokenizer" / "student-"))
+    assert student.training.final_step == 12
+    switch = json.loads((Path(student.run_path) / "train" / SWITCH_FILE).read_text())
+    assert switch == {"corpus": str(real.directory), "from_step": 9}
+    # Scored on the real test split, as the champion was: the promotion compares the two.
+    assert student.evaluation.identity == first.evaluation.identity
+    assert student.promotion.champion_score is not None

@@ -175,7 +175,9 @@ def test_prefect_yaml_deployments_point_at_the_flow_and_existing_configs():
         config = REPO / deployment["parameters"]["config_path"]
         assert config.exists(), config
         overrides = deployment["parameters"].get("overrides")
-        TASK_FLOWS[flow.name.removeprefix("transformer-")].load_config(config, overrides)
+        loaded = TASK_FLOWS[flow.name.removeprefix("transformer-")].load_config(config, overrides)
+        if deployment.get("schedules"):  # each round of the retraining learns from the last one's champion
+            assert loaded.synthetic.teacher == "champion"
     # Both shipped language pairs and the parsing task are deployed, each in a run_dir of its own.
     problems = {(d["parameters"].get("overrides") or {}).get("data", {}).get("language_pair", "en-de")
                 for d in names.values() if "translation" in d["entrypoint"]}

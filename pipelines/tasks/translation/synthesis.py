@@ -243,6 +243,11 @@ def read_synthetic(output_dir: str | Path) -> list[tuple[str, str]]:
     return list(zip(read_lines(manifest["source_file"]), read_lines(manifest["target_file"]), strict=True))
 
 
+def synthesis_digest(output_dir: str | Path) -> str:
+    """The hash of the synthetic pairs a finished synthesis wrote (its manifest's)."""
+    return json.loads((Path(output_dir) / MANIFEST).read_text("utf-8"))["digest"]
+
+
 def _digest(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
 

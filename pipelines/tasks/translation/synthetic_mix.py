@@ -16,12 +16,16 @@ own, so the student is chosen and scored on what the teacher was. Two settings s
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import random
 from pathlib import Path
 
 from pipelines.config import SettingError
-from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus, write_corpus
-from pipelines.tasks.translation.synthesis import read_synthetic
+from pipelines.corpus import EXTRA_SPLITS, SPLITS, Corpus, prepared_provenance, write_corpus
+from pipelines.tasks.translation.synthesis import read_synthetic, synthesis_digest
+
+logger = logging.getLogger(__name__)
 
 #: What a blanked word becomes (a piece the vocabulary spells out; no id of its own needed).
 BLANK = "_"
@@ -87,8 +91,14 @@ def noised(source: str, noise: NoiseConfig, rng: random.Random) -> str:
 
 
 def mix(config: MixConfig) -> Corpus:
-    """Writes the student's corpus (see the module's docstring) and returns it loaded."""
+    """Writes the student's corpus (see the module's docstring) and returns it loaded; one written from the same
+    real corpus, synthetic pairs and settings is kept as it is."""
     real = Corpus.load(config.corpus)
+    made_of = json.loads(json.dumps({"real_fingerprint": real.fingerprint(), "mix": dataclasses.asdict(config),
+                                     "synthetic_digest": synthesis_digest(config.synthetic_dir)}))
+    if prepared_provenance(config.output_dir, "made_of") == made_of:
+        logger.info("the student's corpus at %s is up to date", config.output_dir)
+        return Corpus.load(config.output_dir)
     synthetic = read_synthetic(config.synthetic_dir)
     rng = random.Random(config.seed)
     train = [pair for pair in real.pairs("train") for _ in range(config.real_upsample)]
@@ -97,8 +107,7 @@ def mix(config: MixConfig) -> Corpus:
     rng.shuffle(train)
     splits = {"train": train, **{s: list(real.pairs(s)) for s in (*SPLITS, *EXTRA_SPLITS)
                                  if s != "train" and s in real.splits}}
-    provenance = {"real": str(Path(config.corpus).resolve()), "real_fingerprint": real.fingerprint(),
-                  "synthetic": str(Path(config.synthetic_dir).resolve()), "synthetic_pairs": len(synthetic),
-                  "mix": dataclasses.asdict(config)}
+    provenance = {"real": str(Path(config.corpus).resolve()), "synthetic": str(Path(config.synthetic_dir).resolve()),
+                  "synthetic_pairs": len(synthetic), "made_of": made_of}
     return write_corpus(config.output_dir, real.source_lang, real.target_lang, splits, source="mixed",
                         provenance=provenance)

@@ -8,6 +8,7 @@ from typing import Any
 from pipelines.tasks.base import Task, TaskEvaluation
 from pipelines.tasks.translation.evaluation import EvalConfig
 from pipelines.tasks.translation.sources import SourceConfig
+from pipelines.tasks.translation.student import SyntheticConfig
 
 
 class TranslationTask(Task):
@@ -19,6 +20,7 @@ class TranslationTask(Task):
     shared_vocabulary = True
     paragraph_pairs = True
     identity_fields = ("source", "language_pair")
+    sections = {"synthetic": SyntheticConfig}
 
     def default_data_dir(self, data_config: SourceConfig) -> str:
         return f"data/{data_config.source}-{data_config.language_pair}"

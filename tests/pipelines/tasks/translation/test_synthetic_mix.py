@@ -21,13 +21,14 @@ SYNTHETIC = [("Shows the current weather.", "Zeigt das aktuelle Wetter."),
              ("Data files for the game.", "Datendateien für das Spiel.")]
 
 
-def _synthesis(folder):
+def _synthesis(folder, digest="d1"):
     """What :func:`pipelines.tasks.translation.synthesis.run_synthesis` leaves behind, written by hand."""
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     for lang, side in (("en", [s for s, _ in SYNTHETIC]), ("de", [t for _, t in SYNTHETIC])):
         (folder / f"synthetic.{lang}").write_text("".join(f"{line}\n" for line in side), "utf-8")
     (folder / MANIFEST).write_text(json.dumps({"source_file": str(folder / "synthetic.en"),
-                                               "target_file": str(folder / "synthetic.de")}), "utf-8")
+                                               "target_file": str(folder / "synthetic.de"), "digest": digest}),
+                                   "utf-8")
     return str(folder)
 
 
@@ -42,6 +43,12 @@ def test_real_pairs_are_up_sampled_synthetic_ones_tagged_and_the_input_pipeline_
     # The real corpus' evaluation splits, untagged: the student is scored as the teacher was.
     assert list(mixed.pairs("test")) == REAL[1:] and list(mixed.pairs("test_unseen")) == REAL[:1]
     assert mixed.manifest["provenance"]["synthetic_pairs"] == len(SYNTHETIC)
+    # Written again only when the real pairs, the synthetic ones (a new teacher's) or the settings change.
+    written = (tmp_path / "mixed" / "manifest.json").stat().st_mtime_ns
+    assert mix(config).fingerprint() == mixed.fingerprint()
+    assert (tmp_path / "mixed" / "manifest.json").stat().st_mtime_ns == written
+    _synthesis(tmp_path / "syn", digest="d2")
+    assert mix(config).manifest["provenance"]["made_of"]["synthetic_digest"] == "d2"
 
     dataset = make_dataset(mixed, "train", tokenizer, InputConfig(tokens_per_batch=256, max_length=64),
                            training=False)
