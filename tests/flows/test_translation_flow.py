@@ -365,6 +365,9 @@ def test_every_config_and_deployment_purpose_has_a_registered_model_of_its_own()
     purposes = {(str(path.relative_to(REPO)), "{}") for path in (REPO / "configs").rglob("*.yaml")}
     for deployment in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]:
         overrides = deployment["parameters"].get("overrides") or {}
+        # A teacher changes how a purpose's models are trained, not the purpose: the weekly retraining
+        # competes with the champion of cpu-small's registered model, which teaches it.
+        overrides = {key: value for key, value in overrides.items() if key != "synthetic"}
         purposes.add((deployment["parameters"]["config_path"], json.dumps(overrides, sort_keys=True)))
     names = {}
     for path, overrides in sorted(purposes):
