@@ -63,6 +63,7 @@ def train_on_corpus(
     if not 0 < finish_share < 1:
         raise ValueError(f"finish_share={finish_share}: a fraction of the run in (0, 1)")
     switch = Path(config.checkpoint_dir or DEFAULT_CHECKPOINT_DIR) / SWITCH_FILE
+    first = None
     if not switch.is_file():
         first = _train_on(corpus, tokenizers, input_config, config, stop_at=1 - finish_share, **common)
         logger.info("step %d: the last %.0f%% of the run trains on %s", first.final_step, 100 * finish_share,
@@ -74,7 +75,11 @@ def train_on_corpus(
     # Only checkpoints written after the switch hold a position in the finishing corpus' stream.
     at_switch = _newest_step(switch.parent) == from_step
     finishing = dataclasses.replace(config, data_resume="restart") if at_switch else config
-    return _train_on(finish_on, tokenizers, input_config, finishing, **common)
+    result = _train_on(finish_on, tokenizers, input_config, finishing, **common)
+    if first is None:
+        return result
+    return dataclasses.replace(result, start_step=first.start_step,
+                               elapsed_seconds=first.elapsed_seconds + result.elapsed_seconds)
 
 
 def _newest_step(directory: Path) -> int | None:

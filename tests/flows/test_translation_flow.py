@@ -409,17 +409,28 @@ def test_make_serve_answers_with_translations_without_an_activated_virtualenv(fi
     assert len(predictions) == 2 and all(isinstance(p["translation"], str) for p in predictions)
 
 
-def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, tmp_path,
-                                                                  monkeypatch):
-    # What the scheduled retraining deployment does: the same config again, later.
+def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the_champion(
+        finished_run, tmp_path, monkeypatch):
+    """What the weekly deployment does: the same config again, later, with ``synthetic.teacher: champion``. The
+    champion's export translates the pool; the new run's vocabulary and training read the real and synthetic
+    pairs, its last quarter the real pairs alone; it is scored on the champion's evaluation and competes with it."""
     from mlflow.tracking import MlflowClient
 
     from flows.translation import translation_pipeline
+    from pipelines.corpus import Corpus
+    from pipelines.tasks.translation.student import TAG
+    from pipelines.training.stage import SWITCH_FILE
 
     first_dir, config, first = finished_run
+    real = Corpus.load(first_dir / "run" / "data" / "ddtp-en-de")
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    sources = sorted({s for s, _ in real.pairs("train") if 4 <= len(s.split()) <= 12})[:30]
+    (pool / "descriptions.txt").write_text("".join(f"{s}\n" for s in sources), "utf-8")
     monkeypatch.chdir(first_dir)
     first_checkpoints = sorted(p.name for p in (Path(first.run_path) / "train").iterdir())
-    second = translation_pipeline(str(config))
+    second = translation_pipeline(str(config), {"synthetic": {"teacher": "champion", "pool": str(pool),
+                                                              "real_only_share": 0.25}})
 
     assert second.run_id != first.run_id
     assert second.training.start_step == 0 and second.training.final_step == 12  # trained afresh
@@ -432,7 +443,7 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED" and "test/bleu" in run.data.metrics
 
-    # The data and vocabulary were up to date: Prefect shows those stages as Cached.
+    # The data were up to date (Cached in Prefect); the student's corpus and vocabulary are new.
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -440,7 +451,25 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     with get_client(sync_client=True) as prefect:
         task_runs = prefect.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
     states = {run.name.rsplit("-", 1)[0]: run.state.name for run in task_runs}
-    assert states["prepare-data"] == states["tokenizer"] == "Cached" and states["train"] == "Completed"
+    assert states["prepare-data"] == "Cached"
+    assert states["synthesize"] == states["mix"] == states["tokenizer"] == states["train"] == "Completed"
+
+    # The champion taught: its translations of the pool are the run's synthetic dataset, tagged in the student's
+    # corpus, whose vocabulary is its own; the last quarter of training read the real pairs alone.
+    run = client.get_run(second.run_id)
+    (synthetic,) = [i for i in run.inputs.dataset_inputs
+                    if {t.key: t.value for t in i.tags}.get("mlflow.data.context") == "synthetic"]
+    assert {t.key: t.value for t in synthetic.tags}["teacher"] == "models:/flow-test@champion"
+    kept, lines = run.data.metrics["synthesis/pairs"], run.data.metrics["synthesis/pool_lines"]
+    assert lines == len(sources) and kept + sum(v for k, v in run.data.metrics.items()
+                                                if k.startswith("synthesis/dropped_")) == lines
+    student = Corpus.load(first_dir / "run" / "data" / "student")
+    assert len([s for s, _ in student.pairs("train") if s.startswith(f"{TAG} ")]) == kept
+    assert student.counts["train"] == 2 * real.counts["train"] + kept
+    assert second.vocabulary.source.startswith(str(first_dir / "run" / "tokenizer" / "student-"))
+    switch = json.loads((Path(second.run_path) / "train" / SWITCH_FILE).read_text())
+    assert switch == {"corpus": str(real.directory), "from_step": 9}
+    assert second.evaluation.identity == first.evaluation.identity  # scored as the champion was
 
     # The retrained model is a challenger: champion only if its BLEU is not worse on the same test.
     decision = second.promotion
@@ -448,7 +477,7 @@ def test_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run(finished_run, t
     assert decision.champion_score == pytest.approx(first_bleu)  # the first run's recorded score
     assert decision.promoted == (second_bleu >= first_bleu)
     champion = client.get_model_version_by_alias("flow-test", "champion")
-    assert champion.version == (decision.challenger_version if decision.promoted else "1")
+    assert str(champion.version) == (decision.challenger_version if decision.promoted else "1")
     version = client.get_model_version("flow-test", decision.challenger_version)
     assert version.tags["promotion.promoted"] == str(decision.promoted).lower()
     assert version.tags["promotion.champion_before"] == f"v1, bleu {first_bleu:.2f}"
@@ -537,46 +566,3 @@ def test_the_run_reads_in_mlflow_s_ui_as_a_team_browses_it(finished_run):
         str(result.evaluation.score)
     assert result.promotion.evaluation_key.startswith("test.")
 
-
-def test_a_retraining_with_its_champion_as_teacher_trains_on_its_translations_then_on_the_real_pairs(
-        finished_run, tmp_path, monkeypatch):
-    """What the weekly deployment does with ``synthetic.teacher: champion``: the champion's export translates the
-    pool, the student's vocabulary and training read the real and synthetic pairs, the last quarter the real
-    pairs alone, and it is scored on the teacher's evaluation."""
-    from mlflow.tracking import MlflowClient
-
-    from flows.translation import translation_pipeline
-    from pipelines.corpus import Corpus
-    from pipelines.tasks.translation.student import TAG
-    from pipelines.training.stage import SWITCH_FILE
-
-    first_dir, config, first = finished_run
-    pool = tmp_path / "pool"
-    pool.mkdir()
-    real = Corpus.load(first_dir / "run" / "data" / "ddtp-en-de")
-    sources = sorted({s for s, _ in real.pairs("train") if 4 <= len(s.split()) <= 12})[:30]
-    (pool / "descriptions.txt").write_text("".join(f"{s}\n" for s in sources), "utf-8")
-    monkeypatch.chdir(first_dir)
-    student = translation_pipeline(str(config), {"synthetic": {"teacher": "champion", "pool": str(pool),
-                                                               "real_only_share": 0.25}})
-
-    uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
-    client = MlflowClient(uri, registry_uri=uri)
-    run = client.get_run(student.run_id)
-    (synthetic,) = [i for i in run.inputs.dataset_inputs
-                    if {t.key: t.value for t in i.tags}.get("mlflow.data.context") == "synthetic"]
-    assert {t.key: t.value for t in synthetic.tags}["teacher"] == "models:/flow-test@champion"
-    kept, lines = run.data.metrics["synthesis/pairs"], run.data.metrics["synthesis/pool_lines"]
-    assert lines == len(sources) and kept + sum(v for k, v in run.data.metrics.items()
-                                                if k.startswith("synthesis/dropped_")) == lines
-
-    mixed = Corpus.load(first_dir / "run" / "data" / "student")
-    tagged = [s for s, _ in mixed.pairs("train") if s.startswith(f"{TAG} ")]
-    assert len(tagged) == kept and mixed.counts["train"] == 2 * real.counts["train"] + kept
-    assert student.vocabulary.source.startswith(str(first_dir / "run" / "tokenizer" / "student-"))
-    assert student.training.final_step == 12
-    switch = json.loads((Path(student.run_path) / "train" / SWITCH_FILE).read_text())
-    assert switch == {"corpus": str(real.directory), "from_step": 9}
-    # Scored on the real test split, as the champion was: the promotion compares the two.
-    assert student.evaluation.identity == first.evaluation.identity
-    assert student.promotion.champion_score is not None

@@ -46,7 +46,7 @@ def test_the_last_share_trains_on_the_finishing_corpus_and_resumes_on_either_sid
             return None
 
     whole = run("whole")
-    assert whole.final_step == 8 and whole.validation
+    assert (whole.start_step, whole.final_step) == (0, 8) and whole.validation
     assert json.loads((tmp_path / "whole" / SWITCH_FILE).read_text()) == {"corpus": str(short.directory),
                                                                          "from_step": 6}
     records = read_metrics(tmp_path / "whole")
@@ -57,7 +57,8 @@ def test_the_last_share_trains_on_the_finishing_corpus_and_resumes_on_either_sid
     # Killed at the switch's checkpoint (before the switch was recorded), then after the first finishing step.
     assert run("resumed", stop_after=6) is None and not (tmp_path / "resumed" / SWITCH_FILE).exists()
     assert run("resumed", stop_after=7) is None
-    assert run("resumed").final_step == 8
+    resumed = run("resumed")
+    assert (resumed.start_step, resumed.final_step) == (7, 8)
     assert [r["loss"] for r in read_metrics(tmp_path / "resumed")] == pytest.approx([r["loss"] for r in records],
                                                                                     rel=1e-5)
 
