@@ -71,6 +71,7 @@ def check_synthetic(settings: Any) -> None:
     """A teacher export that is not there or not an export, a ``models:/`` teacher not named by alias, a pool
     folder that is not there or holds a file that is not text: one line naming the setting, before any work
     (a registered teacher's alias is looked up when the run starts, in its tracking store)."""
+    from pipelines.quiet_tensorflow import import_quietly
     from pipelines.tasks.translation.pool import pool_files
     from pipelines.tasks.translation.student import OWN_CHAMPION
     from pipelines.tasks.translation.synthesis import resolve_teacher
@@ -84,6 +85,7 @@ def check_synthetic(settings: Any) -> None:
         if not (name and at and alias):
             raise ConfigError(f"synthetic.teacher={teacher}: a registered model is named by alias, models:/NAME@ALIAS")
     elif teacher != OWN_CHAMPION:
+        import_quietly()  # what an export is, the model library says: TensorFlow imported without its noise
         try:
             resolve_teacher(teacher)
         except (ConfigError, DataError) as err:

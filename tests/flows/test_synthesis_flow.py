@@ -113,3 +113,18 @@ def test_a_teacher_or_pool_that_is_not_there_is_one_line_naming_its_setting_befo
         check(teacher="champion", pool=str(binary))
     check(teacher="champion")  # the bundled pool; the champion is looked up when the run starts
     assert not (tmp_path / "run" / "data").exists()
+
+
+def test_the_command_line_names_a_missing_teacher_in_one_line_and_nothing_else(tmp_path):
+    """Whether a directory is an export is the model library's to say, so the check imports TensorFlow: quietly."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "flows.translation", "--set", f"run_dir={tmp_path / 'run'}",
+                           "--set", f"synthetic.teacher={tmp_path / 'gone'}"], cwd=repo, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"python -m flows.translation: error: synthetic.teacher: teacher "
+                                        f"{tmp_path / 'gone'}: no such export directory"], done.stderr

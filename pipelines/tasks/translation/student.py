@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import SettingError
-from pipelines.tasks.translation.pool import POOL_SOURCES, PoolConfig
 
 if TYPE_CHECKING:
+    from pipelines.tasks.translation.pool import PoolConfig
     from pipelines.tasks.translation.synthesis import SynthesisConfig
     from pipelines.tasks.translation.synthetic_mix import MixConfig
 
@@ -62,9 +62,10 @@ class SyntheticConfig:
             raise SettingError(self, "noise", "must be a probability in [0, 0.5)")
 
     def pool_config(self) -> PoolConfig:
-        if self.pool in POOL_SOURCES and self.pool != "folder":
-            return PoolConfig(source=self.pool)
-        return PoolConfig(source="folder", folder=self.pool)
+        """The ``synthesize`` stage's pool: the bundled one by name, else the folder."""
+        from pipelines.tasks.translation.pool import PoolConfig
+
+        return PoolConfig(source="ddtp") if self.pool == "ddtp" else PoolConfig(source="folder", folder=self.pool)
 
     def synthesis_config(self, teacher: str, corpus: str | Path, output_dir: str | Path,
                          tracking_uri: str | None) -> SynthesisConfig:
