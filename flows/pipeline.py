@@ -103,14 +103,15 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         tracker.log_corpus(corpus.directory, pipeline_task.identity(config.data))
         # With a teacher, the vocabulary and all but the end of training read the real and synthetic pairs.
         student = student_corpus(config, corpus, tracker)
-        tokenizer_dir = student_tokenizer_dir(config, student) if student else config.tokenizer_dir
-        vocabulary = _value(tokenizer_task(student or corpus, config.tokenizer, str(tokenizer_dir)))
+        training_corpus = student.corpus if student else corpus
+        tokenizer_dir = student_tokenizer_dir(config, training_corpus) if student else config.tokenizer_dir
+        vocabulary = _value(tokenizer_task(training_corpus, config.tokenizer, str(tokenizer_dir)))
         tracker.log_stage("vocabulary", vocabulary)
         for path in vocabulary.distinct():
             tracker.log_artifacts(path, "tokenizer")
         train = train_task.with_options(timeout_seconds=train_timeout(train_config))
         finish = {"finish_on": corpus, "finish_share": config.synthetic.real_only_share} if student else {}
-        training = train(student or corpus, vocabulary, config.input, train_config, tracker,
+        training = train(training_corpus, vocabulary, config.input, train_config, tracker,
                          config.tracking.log_every_steps, **finish)
         # The final validation is the last point of the val/ curves, at the final step.
         final, counts = metric_names.training_summary(training.validation, training.train_minutes)
@@ -158,7 +159,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
     finally:
         if monitor is not None:
             monitor.finish()
-    tracker.describe(run_description(evaluation, training, promotion))
+    tracker.describe(run_description(evaluation, training, promotion, student and student.taught_by))
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
     _retain(config, run_dir, tracker, run_logger)
@@ -242,13 +243,15 @@ def _retain(config: PipelineConfig, run_dir: Path, tracker: Tracker, run_logger)
                         run_dir / "runs", done["runs_bytes"] / 1e6)
 
 
-def run_description(evaluation: TaskEvaluation, training: TrainingSummary, promotion: Promotion | None) -> str:
+def run_description(evaluation: TaskEvaluation, training: TrainingSummary, promotion: Promotion | None,
+                    teacher: str | None = None) -> str:
     """What the run produced, in the one line the runs table shows: the primary score on the unseen
-    test split (where the corpus has one) and on the evaluation's split, the updates trained, and
-    the registry's verdict."""
+    test split (where the corpus has one) and on the evaluation's split, the updates trained (and the
+    teacher whose translations they read), and the registry's verdict."""
     from flows.registry import scores_summary
 
-    text = f"{scores_summary(evaluation)} after {training.final_step} updates; "
+    taught = f" (taught by {teacher})" if teacher else ""
+    text = f"{scores_summary(evaluation)} after {training.final_step} updates{taught}; "
     if promotion is None:
         return text + "not registered"
     verdict = "champion" if promotion.promoted else \

@@ -13,6 +13,7 @@ seconds as metrics, ``synthesis.json`` as an artifact.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import warnings
@@ -23,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from pipelines.results import PreparedCorpus
+
 if TYPE_CHECKING:
     from flows.tracking import Tracker
-    from pipelines.results import PreparedCorpus
     from pipelines.tasks.translation.synthesis import SynthesisConfig, SynthesisResult
     from pipelines.tasks.translation.synthetic_mix import MixConfig
 
@@ -75,8 +77,6 @@ def registered_export(uri: str, work_dir: Path, tracking_uri: str | None) -> Pat
 
 def synthesis_cache_key(context, parameters: dict[str, Any]) -> str:
     """The settings, the teacher as it resolves now, and the pool's files (names, sizes, times)."""
-    import dataclasses
-
     from pipelines.tasks.translation.synthesis import check_synthesis, teacher_identity
 
     config = parameters["config"]
@@ -140,7 +140,16 @@ def mix_task(config: MixConfig) -> PreparedCorpus:
     return PreparedCorpus(str(corpus.directory))
 
 
-def student_corpus(config: Any, corpus: PreparedCorpus, tracker: Tracker) -> PreparedCorpus | None:
+@dataclasses.dataclass(frozen=True)
+class Student:
+    """What a run with a teacher trains on before its real pairs alone, and who taught it (the run's description)."""
+
+    corpus: PreparedCorpus
+    #: The teacher and how many synthetic pairs it gave, e.g. ``models:/NAME@champion, 89,141 pairs``.
+    taught_by: str
+
+
+def student_corpus(config: Any, corpus: PreparedCorpus, tracker: Tracker) -> Student | None:
     """The corpus a run with a teacher (``config.synthetic``) trains on before its real pairs alone: the real
     pairs and the teacher's translations of the pool, the synthesis logged to the run. None without a teacher,
     or with ``teacher: champion`` while the run's registered model has no champion yet (said in the log)."""
@@ -162,7 +171,7 @@ def student_corpus(config: Any, corpus: PreparedCorpus, tracker: Tracker) -> Pre
     log_synthesis(tracker, result)
     student = mix_task(settings.mix_config(corpus.directory, result.output_dir, run_dir / "data" / "student"))
     tracker.log_stage("student-corpus", student)
-    return student
+    return Student(student, f"{result.teacher}, {result.kept:,} pairs")
 
 
 def student_tokenizer_dir(config: Any, student: PreparedCorpus) -> Path:

@@ -127,3 +127,5 @@ def test_the_run_s_description_says_its_scores_updates_and_verdict_in_one_line()
     assert run_description(unseen, TRAINING, won) == "test_unseen BLEU 0.50, test BLEU 1.50 after 12 updates; " \
         "m v2, champion"
     assert run_description(EVALUATION, TRAINING, lost).endswith("m v2, not champion (v1 has 2.00)")
+    assert run_description(EVALUATION, TRAINING, None, "models:/m@champion, 5 pairs") == \
+        "test BLEU 1.50 after 12 updates (taught by models:/m@champion, 5 pairs); not registered"

@@ -470,6 +470,8 @@ def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the
     switch = json.loads((Path(second.run_path) / "train" / SWITCH_FILE).read_text())
     assert switch == {"corpus": str(real.directory), "from_step": 9}
     assert second.evaluation.identity == first.evaluation.identity  # scored as the champion was
+    taught = f"updates (taught by models:/flow-test@champion, {int(kept)} pairs); "
+    assert taught in run.data.tags["mlflow.note.content"]  # the runs table tells a student from its teacher
 
     # The retrained model is a challenger: champion only if its BLEU is not worse on the same test.
     decision = second.promotion
