@@ -132,7 +132,6 @@ def log_synthesis(tracker: Tracker, result: SynthesisResult) -> None:
 @task(name="mix", retries=1, cache_policy=NO_CACHE)
 def mix_task(config: MixConfig) -> PreparedCorpus:
     """The student's corpus: the real pairs and the synthetic ones (kept when already written from the same)."""
-    from pipelines.results import PreparedCorpus
     from pipelines.tasks.translation.synthetic_mix import mix
 
     corpus = mix(config)
