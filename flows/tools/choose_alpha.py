@@ -34,11 +34,23 @@ logger = logging.getLogger("choose_alpha")
 
 
 def run_files(run: Path) -> dict[str, Path | None]:
-    """The averaged model, the shared tokenizer and the prepared corpus of a pipeline run."""
+    """The averaged model, the shared tokenizer and the prepared corpus of a pipeline run: the run_dir's, the
+    tokenizer the model's vocabulary record names (a student's is its own, ``tokenizer/student-*/``), and not a
+    student's corpus (``source: mixed``, which only trains)."""
+    import hashlib
+    import json
+
     run = run.resolve()
     run_dir = run.parents[1] if run.parent.name == "runs" else run.parent
-    tokenizers = sorted((run_dir / "tokenizer").glob("*.model"))
-    corpora = sorted(p.parent for p in (run_dir / "data").glob("*/manifest.json"))
+    tokenizers = sorted((run_dir / "tokenizer").rglob("*.model"))
+    try:
+        record = json.loads((run / "averaged" / "model_config.json").read_text("utf-8"))["vocabulary"]["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        record = None
+    if isinstance(record, str):
+        tokenizers = [t for t in tokenizers if hashlib.sha256(t.read_bytes()).hexdigest()[:16] == record]
+    corpora = sorted(p.parent for p in (run_dir / "data").glob("*/manifest.json")
+                     if json.loads(p.read_text("utf-8")).get("source") != "mixed")
     return {"model": run / "averaged" / "model.keras",
             "tokenizer": tokenizers[0] if len(tokenizers) == 1 else None,
             "corpus_dir": corpora[0] if len(corpora) == 1 else None}

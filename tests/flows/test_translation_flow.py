@@ -470,6 +470,12 @@ def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the
     switch = json.loads((Path(second.run_path) / "train" / SWITCH_FILE).read_text())
     assert switch == {"corpus": str(real.directory), "from_step": 9}
     assert second.evaluation.identity == first.evaluation.identity  # scored as the champion was
+    # The tools that read a run back (choose-alpha, the checkpoint benchmark) find each run's own vocabulary.
+    from flows.tools.choose_alpha import run_files
+
+    assert run_files(Path(second.run_path))["tokenizer"] == Path(second.vocabulary.source)
+    assert run_files(Path(first.run_path))["tokenizer"] == Path(first.vocabulary.source)
+    assert run_files(Path(second.run_path))["corpus_dir"] == real.directory
     taught = f"updates (taught by models:/flow-test@champion, {int(kept)} pairs); "
     assert taught in run.data.tags["mlflow.note.content"]  # the runs table tells a student from its teacher
 
