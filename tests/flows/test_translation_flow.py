@@ -485,7 +485,7 @@ def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the
     assert decision.champion_score == pytest.approx(first_bleu)  # the first run's recorded score
     assert decision.promoted == (second_bleu >= first_bleu)
     champion = client.get_model_version_by_alias("flow-test", "champion")
-    assert str(champion.version) == (decision.challenger_version if decision.promoted else "1")
+    assert str(champion.version) == str(decision.challenger_version if decision.promoted else 1)
     version = client.get_model_version("flow-test", decision.challenger_version)
     assert version.tags["promotion.promoted"] == str(decision.promoted).lower()
     assert version.tags["promotion.champion_before"] == f"v1, bleu {first_bleu:.2f}"
