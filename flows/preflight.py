@@ -73,7 +73,7 @@ def check_synthetic(settings: Any) -> None:
     (a registered teacher's alias is looked up when the run starts, in its tracking store)."""
     from pipelines.quiet_tensorflow import import_quietly
     from pipelines.tasks.translation.pool import pool_files
-    from pipelines.tasks.translation.student import OWN_CHAMPION
+    from pipelines.tasks.translation.student import OWN_CHAMPION, registered_name_and_alias
     from pipelines.tasks.translation.synthesis import resolve_teacher
     from pipelines.textfiles import DataError
 
@@ -81,8 +81,7 @@ def check_synthetic(settings: Any) -> None:
         return
     teacher = settings.teacher
     if teacher.startswith("models:/"):
-        name, at, alias = teacher.removeprefix("models:/").partition("@")
-        if not (name and at and alias):
+        if registered_name_and_alias(teacher) is None:
             raise ConfigError(f"synthetic.teacher={teacher}: a registered model is named by alias, models:/NAME@ALIAS")
     elif teacher != OWN_CHAMPION:
         import_quietly()  # what an export is, the model library says: TensorFlow imported without its noise

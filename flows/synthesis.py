@@ -56,11 +56,13 @@ def registered_export(uri: str, work_dir: Path, tracking_uri: str | None) -> Pat
     from mlflow.tracking import MlflowClient
 
     from pipelines.config import ConfigError
+    from pipelines.tasks.translation.student import registered_name_and_alias
     from pipelines.textfiles import DataError
 
-    name, at, alias = uri.removeprefix("models:/").partition("@")
-    if not (name and at and alias):
+    named = registered_name_and_alias(uri)
+    if named is None:
         raise ConfigError(f"teacher {uri}: a registered model is named by alias, models:/NAME@ALIAS")
+    name, alias = named
     client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
     try:
         version = client.get_model_version_by_alias(name, alias)

@@ -30,6 +30,12 @@ TAG = "<synthetic>"
 SHUFFLE_WINDOW = 3
 
 
+def registered_name_and_alias(uri: str) -> tuple[str, str] | None:
+    """``models:/NAME@ALIAS`` as ``(NAME, ALIAS)``; None when it does not name a registered model by alias."""
+    name, at, alias = uri.removeprefix("models:/").partition("@")
+    return (name, alias) if uri.startswith("models:/") and name and at and alias else None
+
+
 @dataclasses.dataclass
 class SyntheticConfig:
     """The ``synthetic`` section: who teaches, from which text, and how the student mixes it in."""
