@@ -501,13 +501,15 @@ def test_the_run_benchmarks_give_back_what_the_run_shipped(finished_run):
     """``benchmarks.probes.bench_translation_checkpoints`` decodes the window the run averaged with its
     evaluation's own settings (guard, length floor) into the scored translations; ``compare-runs`` reads
     a real run's files and curves (the run against itself: nothing changed, nothing better)."""
-    from tests.commands import run_json
+    from benchmarks.probes import bench_translation_checkpoints
+    from flows.tools import compare_runs
+    from tests.commands import main_json
 
     _, _, result = finished_run
     run = Path(result.run_path)
     shipped = len(json.loads((run / "averaged" / "model_config.json").read_text("utf-8"))["averaged_from"])
-    report = run_json("-m", "benchmarks.probes.bench_translation_checkpoints", "--run", run, "--windows",
-                      f"1,{shipped},99", "--max-sentences", 4, "--confirm-on", "test", "--trials", 50)
+    report = main_json(bench_translation_checkpoints.main, "--run", run, "--windows", f"1,{shipped},99",
+                       "--max-sentences", 4, "--confirm-on", "test", "--trials", 50)
     assert report["evaluation_settings"]["repetition_guard"] == 4
     assert report["evaluation_settings"]["min_length_ratio"] == 0.5
     assert [r["window"] for r in report["results"]] == [1, shipped]  # 99 is skipped, not faked
@@ -517,7 +519,7 @@ def test_the_run_benchmarks_give_back_what_the_run_shipped(finished_run):
         assert averaged["paired_over_shipped"][split]["changed_sentences"] == 0
         assert averaged[split]["bleu"] == pytest.approx(averaged["paired_over_shipped"][split]["bleu"]["baseline"],
                                                         abs=1e-3)
-    paired = run_json("-m", "flows.tools.compare_runs", run, run, "--trials", 50)
+    paired = main_json(compare_runs.main, run, run, "--trials", 50)
     assert paired["paired_run_over_base"]["test_unseen"]["changed_sentences"] == 0
     assert paired["curves"]["run"]["steps"] == 12
     assert sorted(paired["curves"]["run"]["validation_perplexity_by_step"]) == ["12", "6"]

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from flows.tools import choose_alpha
-from tests.commands import run_json
+from tests.commands import main_json
 from tests.keras_transformer.tiny_models import save_as_before_decoding_was_kept
 
 
@@ -44,9 +44,8 @@ def test_choose_alpha_on_a_run_directory(ddtp_corpus, tokenizer_model, tmp_path)
     from keras_transformer.checkpoints.model_checkpoint import model_config_dict, write_model_config
     write_model_config(run / "averaged", model_config_dict(model, preset="demo"))
 
-    report = run_json("-m", "flows.tools.choose_alpha", "--run", run_dir / "latest", "--alphas", "0,1.5",
-                      "--guards", "0,3", "--confirm-on", "test", "--beam-size", 2,
-                      "--max-sentences", 3, "--max-length-offset", 3)
+    report = main_json(choose_alpha.main, "--run", run_dir / "latest", "--alphas", "0,1.5", "--guards", "0,3",
+                       "--confirm-on", "test", "--beam-size", 2, "--max-sentences", 3, "--max-length-offset", 3)
     assert report["split"] == "validation" and report["sentences"] == 3 and report["split_sentences"] is True
     assert [(r["alpha"], r["repetition_guard"]) for r in report["results"]] == [
         (a, g) for g in (0, 3) for a in (0.0, 1.5)]
