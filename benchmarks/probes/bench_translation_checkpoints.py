@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from keras_transformer.checkpoints.saved_model import load_translator
     from pipelines.corpus import Corpus
     from pipelines.tasks.translation.evaluation import EvalConfig, evaluate
-    from pipelines.training.state import read_metrics
+    from pipelines.training.metrics_file import read_metrics
 
     corpus = Corpus.load(found["corpus_dir"])
     last_step = read_metrics(run / "train")[-1]["step"]

@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from flows.tools.report import emit
+from pipelines.quiet_tensorflow import import_quietly
 
 logger = logging.getLogger("choose_alpha")
 
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep each decoding's files (translations, scores) here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    import_quietly()  # without TensorFlow's start-up lines, as every command of the package
     found = run_files(args.run) if args.run else {}
     model = args.model or found.get("model")
     tokenizer = args.tokenizer or found.get("tokenizer")

@@ -71,7 +71,7 @@ def pair_folders(base: Path, folder: Path, trials: int = 10000, first_of_base: b
 def curves(run: Path) -> dict:
     """Where a run's training ended: steps, validation perplexity at each validation, the last
     validation accuracy and the mean training accuracy of its last :data:`LAST_STEPS` steps."""
-    from pipelines.training.state import read_metrics
+    from pipelines.training.metrics_file import read_metrics
 
     records = read_metrics(Path(run) / "train")
     if not records:

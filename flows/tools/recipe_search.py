@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 from flows.tools import REPO
+from pipelines.quiet_tensorflow import import_quietly
 
 logger = logging.getLogger("recipe_search")
 # The calibration trains outside any flow run: its stage loggers have no Prefect run to write to.
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a setting of every variant, e.g. --set data.path=treebank.zip")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import_quietly()  # without TensorFlow's start-up lines, as every command of the package
     from flows.ablation import ablation_flow, load_ablation, pick
     from flows.pipeline_config import parse_overrides
     from pipelines.config import ConfigError, merge

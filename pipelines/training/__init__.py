@@ -56,7 +56,7 @@ _EXPORTS = {
     'TrainResult': 'pipelines.training.config',
     'train': 'pipelines.training.runner',
     'dropout_rng_trackable': 'pipelines.training.state',
-    'read_metrics': 'pipelines.training.state',
+    'read_metrics': 'pipelines.training.metrics_file',
     'seed_initialisation': 'pipelines.training.state',
     'build_configured_strategy': 'pipelines.training.strategy',
     'Trainer': 'pipelines.training.trainer',

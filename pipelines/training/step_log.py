@@ -10,7 +10,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pipelines.training.config import METRICS_FILE
-from pipelines.training.state import read_metrics, write_metrics
+from pipelines.training.metrics_file import read_metrics, write_metrics
 
 logger = logging.getLogger(__name__)
 

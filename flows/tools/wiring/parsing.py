@@ -27,6 +27,7 @@ from pathlib import Path
 
 from flows.tools.report import emit
 from flows.tools.wiring.losses import arrays, needs_source, source_losses
+from pipelines.quiet_tensorflow import import_quietly
 
 logger = logging.getLogger("wiring_check.parsing")
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="a model setting of the checked recipe (YAML value), e.g. tagger=fused")
     parser.add_argument("--output", help="also write the JSON here")
     args = parser.parse_args(argv)
+    import_quietly()  # without TensorFlow's start-up lines, as every command of the package
     import yaml
 
     settings = {}

@@ -39,6 +39,7 @@ from pathlib import Path
 from flows.tools import REPO as ROOT
 from flows.tools.report import emit
 from flows.tools.wiring.losses import arrays, source_losses
+from pipelines.quiet_tensorflow import import_quietly
 
 logger = logging.getLogger("wiring_check.translation")
 
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--output", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    import_quietly()  # without TensorFlow's start-up lines, as every command of the package
     import keras
 
     from flows.pipeline_config import parse_overrides

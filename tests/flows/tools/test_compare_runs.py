@@ -77,3 +77,21 @@ def test_compare_runs_writes_its_report(tmp_path, capsys):
     assert report["paired_run_over_base"]["test"]["bleu"]["p_value"] < 0.05
     assert report["curves"]["run"]["steps"] == 2000
 
+
+
+def test_compare_runs_reads_runs_without_tensorflow(tmp_path):
+    """A user's ``compare-runs`` prints its report and nothing of TensorFlow's start-up: it reads text files."""
+    import subprocess
+    import sys
+
+    from tests.commands import ENV, REPO
+
+    base = fake_run(tmp_path / "preset", WORSE)
+    variant = fake_run(tmp_path / "variant", REFERENCES)
+    code = ("import sys; from flows.tools.compare_runs import main; code = main(sys.argv[1:]); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'; sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code, str(base), str(variant), "--trials", "10"], cwd=REPO,
+                          env={k: v for k, v in ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    assert json.loads(done.stdout)["paired_run_over_base"]["test"]["sentences"] == 30
