@@ -24,18 +24,29 @@ def run_json(*argv, cwd=REPO, timeout=600, env: dict[str, str] | None = None):
     return last_json(done.stdout)
 
 
+def run_main(main, *argv, stdin: str = "") -> tuple[int, str, str]:
+    """A command's ``main(argv)`` run in this process, reading ``stdin``: its exit code, stdout and stderr.
+    For a command on a model the test already holds, where a process start of its own (seconds of
+    TensorFlow's imports) would test nothing more: each command is started once elsewhere as a user starts it."""
+    out, err, before = io.StringIO(), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(arg) for arg in argv])
+            except SystemExit as done:
+                code = done.code
+    finally:
+        sys.stdin = before
+    return (0 if code is None else code), out.getvalue(), err.getvalue()
+
+
 def main_json(main, *argv):
-    """The JSON report of a command's ``main(argv)`` run in this process: for a command on a model the
-    test already holds, where a process start of its own (seconds of TensorFlow's imports) would test
-    nothing more; the test fails with what it wrote on stderr if it exits other than 0."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(arg) for arg in argv])
-        except SystemExit as done:
-            code = done.code
-    assert code in (0, None), err.getvalue()[-4000:]
-    return last_json(out.getvalue())
+    """The JSON report of :func:`run_main`; the test fails with what the command wrote on stderr if it exits
+    other than 0."""
+    code, out, err = run_main(main, *argv)
+    assert code == 0, err[-4000:]
+    return last_json(out)
 
 
 def last_json(stdout: str):

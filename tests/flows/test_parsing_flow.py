@@ -2,7 +2,6 @@
 real Prefect (temporary local API), real MLflow, the real stages shared with translation; a tiny
 model and a few steps."""
 
-import io
 import json
 import subprocess
 import sys
@@ -155,28 +154,16 @@ def test_the_export_the_registered_pyfunc_and_the_served_model_give_the_scored_t
         == (scored, scored)
 
 
-def _in_process(main, argv: list[str], capsys, monkeypatch, stdin: str = "") -> tuple[int, str, str]:
-    """A command's ``main`` run in this worker, as ``python -m`` runs it: its exit code, stdout and stderr.
-    One process start of each command is enough to test its entry point; the others here reuse the
-    worker's TensorFlow (each start cost seconds of imports)."""
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    try:
-        code = main(argv)
-    except SystemExit as done:
-        code = done.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 #: Two sentences and an empty line between them, the second with brackets and a contraction to split.
 PARSE_INPUT = "Ms. Haag plays Elianti.\n\nIt isn't (really) cheap, he said.\n"
 
 
 # The .keras path of the seq2seq parser is the translation command's, tested there.
 @pytest.mark.parametrize("source, flow", [("export", "parsed"), ("keras", "parsed"), ("export", "parsed_seq2seq")])
-def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, source, request, capsys, monkeypatch):
+def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, source, request):
     from pipelines.tasks.parsing import parse_cli
     from pipelines.tasks.parsing.tree import parse_tree
+    from tests.commands import run_main
 
     _, result = request.getfixturevalue(flow)
     if source == "export":
@@ -189,7 +176,7 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, sourc
                                    input=PARSE_INPUT, capture_output=True, text=True, timeout=600, cwd=REPO)
         code, out, err = completed.returncode, completed.stdout, completed.stderr
     else:
-        code, out, err = _in_process(parse_cli.main, model, capsys, monkeypatch, PARSE_INPUT)
+        code, out, err = run_main(parse_cli.main, *model, stdin=PARSE_INPUT)
     assert code == 0, err[-3000:]
     lines = out.splitlines()
     assert len(lines) == 3 and lines[1] == ""
@@ -197,23 +184,21 @@ def test_parse_command_prints_one_tree_per_line_over_the_input_words(flow, sourc
     assert parse_tree(lines[2]).words() == ["It", "is", "n't", "-LRB-", "really", "-RRB-", "cheap", ",",
                                             "he", "said", "."]
     if source == "keras":  # a chart search has no beam: the span parser refuses one
-        code, out, err = _in_process(parse_cli.main, [*model, "--beam-size", "2"], capsys, monkeypatch,
-                                     "Ms. Haag plays Elianti.\n")
+        code, out, err = run_main(parse_cli.main, *model, "--beam-size", "2", stdin="Ms. Haag plays Elianti.\n")
         assert code == 2 and "chart search" in err and "Traceback" not in err and out == ""
 
 
 @pytest.mark.parametrize("run", ["parsed_seq2seq", "parsed"])
-def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(run, request, tmp_path, capsys,
-                                                                               monkeypatch):
+def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(run, request, tmp_path):
     """``benchmarks/probes/bench_parser_checkpoints.py`` on a finished run: one dev F1 per window (a span
     parser's at its best constituent bias)."""
     from benchmarks.probes import bench_parser_checkpoints
+    from tests.commands import run_main
 
     _, result = request.getfixturevalue(run)
     output = tmp_path / "windows.json"
-    code, _, err = _in_process(bench_parser_checkpoints.main, [
-        "--run", result.run_path, "--windows", "1,2,9", "--max-sentences", "4", "--max-length-offset", "8",
-        "--output", str(output)], capsys, monkeypatch)
+    code, _, err = run_main(bench_parser_checkpoints.main, "--run", result.run_path, "--windows", "1,2,9",
+                            "--max-sentences", "4", "--max-length-offset", "8", "--output", output)
     assert code == 0, err[-3000:]
     report = json.loads(output.read_text())
     # Three checkpoints were written (every third of the steps); a window of 9 is skipped, not faked.
@@ -227,14 +212,14 @@ def test_the_checkpoint_benchmark_scores_each_averaging_window_on_the_dev_files(
                    for r in report["results"])
 
 
-def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_path, capsys, monkeypatch):
+def test_the_run_report_checks_the_export_against_every_scored_tree(parsed, tmp_path):
     """``benchmarks/probes/parsing_run_report.py`` on a finished run: scores, stages, and 0 differing trees."""
     from benchmarks.probes import parsing_run_report
+    from tests.commands import run_main
 
     _, result = parsed
     output = tmp_path / "report.json"
-    code, _, err = _in_process(parsing_run_report.main, ["--run", result.run_path, "--output", str(output)],
-                               capsys, monkeypatch)
+    code, _, err = run_main(parsing_run_report.main, "--run", result.run_path, "--output", output)
     assert code == 0, err[-3000:]
     report = json.loads(output.read_text())
     assert report["export"] == {**report["export"], "sentences": SCORED, "trees_differing_from_scored": 0,

@@ -65,7 +65,9 @@ def test_the_chart_scores_are_the_tree_crfs_constituent_probabilities(parser, to
     for sentence, (spans, _) in zip(SENTENCES, mbr.scores(SENTENCES)):
         n = len(sentence.split())
         own = tf.nn.log_softmax(model(source_ids(tokenizer, [sentence], model.config))["spans"]).numpy()[0]
-        np.testing.assert_allclose(spans[..., 1:], own[..., 1:], rtol=1e-6)
+        # The chart scored the sentences in one padded batch, this call one alone: float32 sums in another
+        # order differ by a few units in the last place (1.2e-6 seen on an AMD EPYC), a wrong label by far more.
+        np.testing.assert_allclose(spans[..., 1:], own[..., 1:], rtol=1e-5)
         constituent = -np.expm1(own[..., 0])
         m = span_marginals(-own[None, ..., 0], [n]).numpy()[0]
         upper = np.triu_indices(n + 1, 1)
