@@ -188,3 +188,9 @@ class RunCheckpoint:
 
 def _first_line(err: Exception) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def consumed_batches(checkpoint: str | Path) -> int:
+    """The batches the run had consumed when ``checkpoint`` (a path as ``tf.train.latest_checkpoint``
+    gives it) was saved."""
+    return int(tf.train.load_checkpoint(str(checkpoint)).get_tensor("consumed_batches/.ATTRIBUTES/VARIABLE_VALUE"))

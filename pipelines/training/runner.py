@@ -81,6 +81,7 @@ def train(
     model_fn: ModelFn | None = None,
     target_pieces: Sequence[str] | None = None,
     stop_at: float | None = None,
+    stream_start: int = 0,
 ) -> TrainResult:
     """Trains (or resumes training of) a Transformer with the paper's recipe.
 
@@ -110,6 +111,8 @@ def train(
         stop_at: a progress (the fraction of the step cap or budget done) at which to save and return
             before the end, so that the run goes on from there with other data (:func:`train_on_corpus`'s
             ``finish_on``); its final validation is left to the call that ends the run.
+        stream_start: the batches the run had consumed when ``train_data``'s stream began (a run that
+            finishes on another corpus), which a replay to the checkpoint's position does not skip.
 
     Raises:
         TrainingDivergedError: a loss or gradient became NaN or infinite (names the step).
@@ -129,7 +132,7 @@ def train(
         "train_config": to_dict(config), "resolved": dataclasses.asdict(plan),
         "strategy": described, "mixed_precision": config.mixed_precision})
     resume = checkpoint.restore()
-    stream = resumed_stream(config, strategy, workers, checkpoint, resume, train_data)
+    stream = resumed_stream(config, strategy, workers, checkpoint, resume, train_data, stream_start)
     objective = objective_for(model, plan.label_smoothing, target_pieces)
     steps = StepFunctions(strategy, model, optimizer, stream.element_spec, objective=objective,
                           tokens_per_step=plan.tokens_per_batch, accumulation_batches=config.accumulation_batches,
@@ -154,7 +157,7 @@ def train(
 
 
 def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, workers: Workers, checkpoint: RunCheckpoint,
-                   resume: Resume, source: Source) -> TrainingStream:
+                   resume: Resume, source: Source, stream_start: int = 0) -> TrainingStream:
     """The training stream where ``resume`` left it, as ``config.data_resume`` asks, tracked by ``checkpoint``.
 
     ``skip`` restores the position the checkpoint saved (a restart then costs the same at any
@@ -162,13 +165,13 @@ def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, worker
     several workers, or of a run before positions were saved); ``replay`` always replays and saves
     no position; ``restart`` starts the stream over. A position reading a file that moved with its
     run_dir is replayed to instead. Either way a one-worker stream's position is
-    saved with every checkpoint from now on, unless ``replay``.
+    saved with every checkpoint from now on, unless ``replay``. A replay skips the batches consumed
+    since ``stream_start``, where this source's stream began.
     """
     restore = config.data_resume == "skip" and resume.data_position and workers.count == 1
-    skip = 0
-    if config.data_resume in ("skip", "replay") and not restore:
-        # Each replica takes whole batches of its worker's pipeline.
-        skip = resume.consumed_batches * workers.replicas_per_worker
+    # Each replica takes whole batches of its worker's pipeline.
+    consumed = (resume.consumed_batches - stream_start) * workers.replicas_per_worker
+    skip = consumed if config.data_resume in ("skip", "replay") and not restore else 0
     stream = training_stream(strategy, source, workers.count, skip)
     if stream.position is not None and config.data_resume != "replay":
         try:
@@ -176,7 +179,6 @@ def resumed_stream(config: TrainConfig, strategy: tf.distribute.Strategy, worker
         except DataPositionLost as lost:
             # Exact still, only slower: the run_dir was moved since the position was saved.
             logger.warning("%s; replaying the stream to where the checkpoint left it instead", lost)
-            stream = training_stream(strategy, source, workers.count,
-                                     resume.consumed_batches * workers.replicas_per_worker)
+            stream = training_stream(strategy, source, workers.count, consumed)
             checkpoint.track_data(stream.position, restore=False)
     return stream

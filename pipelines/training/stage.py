@@ -28,13 +28,15 @@ from pipelines.corpus import Corpus
 from pipelines.input_pipeline import InputConfig, make_dataset
 from pipelines.input_reports import DROPPED_TOKENS_WARNING, length_report
 from pipelines.tokenization import vocabulary_record
+from pipelines.training.checkpointing import consumed_batches
 from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
 from pipelines.training.runner import train
 from pipelines.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-#: Beside the checkpoints of a run that finishes on another corpus: that corpus and the step it began at.
+#: Beside the checkpoints of a run that finishes on another corpus: that corpus, and the step it began at
+#: and the batches consumed by then (where a replay of its stream starts counting).
 SWITCH_FILE = "switched.json"
 
 
@@ -68,14 +70,17 @@ def train_on_corpus(
         first = _train_on(corpus, tokenizers, input_config, config, stop_at=1 - finish_share, **common)
         logger.info("step %d: the last %.0f%% of the run trains on %s", first.final_step, 100 * finish_share,
                     finish_on.directory)
+        record = {"corpus": str(finish_on.directory), "from_step": first.final_step,
+                  "from_batch": consumed_batches(tf.train.latest_checkpoint(str(switch.parent)))}
         temporary = switch.with_name(switch.name + ".tmp")
-        temporary.write_text(json.dumps({"corpus": str(finish_on.directory), "from_step": first.final_step}))
+        temporary.write_text(json.dumps(record))
         temporary.replace(switch)
-    from_step = json.loads(switch.read_text())["from_step"]
+    record = json.loads(switch.read_text())
     # Only checkpoints written after the switch hold a position in the finishing corpus' stream.
-    at_switch = _newest_step(switch.parent) == from_step
+    at_switch = _newest_step(switch.parent) == record["from_step"]
     finishing = dataclasses.replace(config, data_resume="restart") if at_switch else config
-    result = _train_on(finish_on, tokenizers, input_config, finishing, **common)
+    result = _train_on(finish_on, tokenizers, input_config, finishing, stream_start=record.get("from_batch", 0),
+                       **common)
     if first is None:
         return result
     return dataclasses.replace(result, start_step=first.start_step,
@@ -89,7 +94,8 @@ def _newest_step(directory: Path) -> int | None:
 
 def _train_on(corpus: Corpus, tokenizers: Vocabulary[SubwordTokenizer], input_config: InputConfig,
               config: TrainConfig, *, validation_split: str | None, strategy: tf.distribute.Strategy | None,
-              on_step: Callable[[int, dict[str, Any]], None] | None, stop_at: float | None = None) -> TrainResult:
+              on_step: Callable[[int, dict[str, Any]], None] | None, stop_at: float | None = None,
+              stream_start: int = 0) -> TrainResult:
     source, target = tokenizers
     sizes = tokenizers.map(lambda tokenizer: tokenizer.vocab_size)
     # The model's special ids come from its config, the batches' from the tokenizers: one check.
@@ -124,7 +130,8 @@ def _train_on(corpus: Corpus, tokenizers: Vocabulary[SubwordTokenizer], input_co
     if validation_split:
         validation = make_dataset(corpus, validation_split, tokenizers, input_config, training=False)
     return train(config, train_fn, sizes, validation_data=validation, vocabulary=vocabulary_record(tokenizers),
-                 strategy=strategy, on_step=on_step, target_pieces=target_pieces, stop_at=stop_at)
+                 strategy=strategy, on_step=on_step, target_pieces=target_pieces, stop_at=stop_at,
+                 stream_start=stream_start)
 
 
 def check_tree_symbols(corpus: Corpus, target_pieces: list[str]) -> None:

@@ -8,6 +8,7 @@ sentence count says which corpus it read; the losses of interrupted runs are the
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -31,9 +32,9 @@ def test_the_last_share_trains_on_the_finishing_corpus_and_resumes_on_either_sid
                          source="t")
     tokenizers = Vocabulary(tokenizer)
 
-    def run(directory: str, stop_after: int | None = None):
+    def run(directory: str, stop_after: int | None = None, data_resume: str = "skip"):
         config = tiny_config(tmp_path, checkpoint_dir=str(tmp_path / directory), train_steps=8,
-                             checkpoint_every_steps=1)
+                             checkpoint_every_steps=1, data_resume=data_resume)
 
         def on_step(step, record):
             if step == stop_after:
@@ -48,7 +49,7 @@ def test_the_last_share_trains_on_the_finishing_corpus_and_resumes_on_either_sid
     whole = run("whole")
     assert (whole.start_step, whole.final_step) == (0, 8) and whole.validation
     assert json.loads((tmp_path / "whole" / SWITCH_FILE).read_text()) == {"corpus": str(short.directory),
-                                                                         "from_step": 6}
+                                                                         "from_step": 6, "from_batch": 6}
     records = read_metrics(tmp_path / "whole")
     sentences = [r["sentences"] for r in records]
     # Three-word pairs fill a 300-token step with several times the sentences of real paragraphs.
@@ -57,10 +58,14 @@ def test_the_last_share_trains_on_the_finishing_corpus_and_resumes_on_either_sid
     # Killed at the switch's checkpoint (before the switch was recorded), then after the first finishing step.
     assert run("resumed", stop_after=6) is None and not (tmp_path / "resumed" / SWITCH_FILE).exists()
     assert run("resumed", stop_after=7) is None
+    shutil.copytree(tmp_path / "resumed", tmp_path / "replayed")
     resumed = run("resumed")
     assert (resumed.start_step, resumed.final_step) == (7, 8)
-    assert [r["loss"] for r in read_metrics(tmp_path / "resumed")] == pytest.approx([r["loss"] for r in records],
-                                                                                    rel=1e-5)
+    losses = pytest.approx([r["loss"] for r in records], rel=1e-5)
+    assert [r["loss"] for r in read_metrics(tmp_path / "resumed")] == losses
+    # Replayed instead of restored, the finishing stream skips only the batch drawn from it since the switch.
+    assert run("replayed", data_resume="replay").final_step == 8
+    assert [r["loss"] for r in read_metrics(tmp_path / "replayed")] == losses
 
     with pytest.raises(ValueError, match="finish_share=1.5"):
         train_on_corpus(ddtp_corpus, tokenizers, InputConfig(**INPUT), tiny_config(tmp_path / "bad"),
