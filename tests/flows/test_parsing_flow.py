@@ -42,7 +42,7 @@ def _run_flow(tmp_path, toy_treebank, train: dict, evaluation: dict, train_trees
 SEQ2SEQ_DECODING = DecodingSettings(beam_size=21, length_penalty=0.3, max_length_offset=40).to_dict()
 #: The seq2seq parser trains until its trees have phrases (the module's docstring of
 #: tests/pipelines/tasks/parsing/toy_treebank.py): an export that decoded wrongly would then differ.
-SEQ2SEQ_STEPS, SEQ2SEQ_CHECKPOINT_EVERY = 450, 150
+SEQ2SEQ_STEPS, SEQ2SEQ_CHECKPOINT_EVERY = 180, 60
 #: The steps each flow trains, and its last two checkpoints.
 STEPS = {"parsed": 9, "parsed_seq2seq": SEQ2SEQ_STEPS}
 
@@ -62,7 +62,7 @@ def parsed_seq2seq(tmp_path_factory, toy_treebank):
                      {"preset": "parser-cpu", "average_window": 0.1, "model": model, "train_steps": SEQ2SEQ_STEPS,
                       "checkpoint_every_steps": SEQ2SEQ_CHECKPOINT_EVERY, "validate_every_steps": SEQ2SEQ_STEPS},
                      {"decoding": {"max_length_offset": 40}}, train_trees=600,
-                     log_every_steps=SEQ2SEQ_CHECKPOINT_EVERY)  # its 450 steps' curves in a few points
+                     log_every_steps=SEQ2SEQ_CHECKPOINT_EVERY)  # its steps' curves in a few points
 
 
 @pytest.mark.parametrize("flow", ["parsed", "parsed_seq2seq"])

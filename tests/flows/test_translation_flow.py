@@ -348,8 +348,10 @@ def test_two_purposes_promote_into_two_registered_models(finished_run, tmp_path)
     uri = json.loads((first_dir / "run" / "mlflow_run.json").read_text())["tracking_uri"]
     client = MlflowClient(uri, registry_uri=uri)
     before = client.get_model_version_by_alias("flow-test", "champion")
+    # Its first champion is promoted on no comparison: a few sentences scored, no pictures drawn.
     other = translation_pipeline(str(config), {"run_dir": str(tmp_path / "retrain"), "tracking": {
-        "tracking_uri": uri, "registered_model": "flow-test-retrain"}})
+        "tracking_uri": uri, "registered_model": "flow-test-retrain"},
+        "evaluation": {"max_sentences": 4, "attention_examples": 0}})
     decision = other.promotion
     assert (decision.model, decision.promoted) == ("flow-test-retrain", True)
     assert decision.reason == "no champion yet"
@@ -468,7 +470,7 @@ def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the
     assert student.counts["train"] == 2 * real.counts["train"] + kept
     assert second.vocabulary.source.startswith(str(first_dir / "run" / "tokenizer" / "student-"))
     switch = json.loads((Path(second.run_path) / "train" / SWITCH_FILE).read_text())
-    assert switch == {"corpus": str(real.directory), "from_step": 9}
+    assert switch == {"corpus": str(real.directory), "from_step": 9, "from_batch": 9}
     assert second.evaluation.identity == first.evaluation.identity  # scored as the champion was
     # The tools that read a run back (choose-alpha, the checkpoint benchmark) find each run's own vocabulary.
     from flows.tools.choose_alpha import run_files
