@@ -46,6 +46,9 @@ class SyntheticConfig:
     #: The untranslated text: ``ddtp`` (the bundled English pool) or a folder of text files, a sentence or
     #: paragraph a line.
     pool: str = "ddtp"
+    #: A ``<synthetic>`` token before every synthetic source (tagged back-translation, Caswell et al., 2019), so
+    #: the student tells the teacher's output from real text; false: untagged.
+    tag: bool = True
     #: How many times each real pair is in the student's corpus (the synthetic ones once).
     real_upsample: int = 2
     #: Noise on the synthetic sources (He et al.'s 0.1): each word dropped with this probability, else blanked
@@ -60,6 +63,8 @@ class SyntheticConfig:
                                "directory (null: none)")
         if not isinstance(self.pool, str) or not self.pool:
             raise SettingError(self, "pool", "ddtp or a folder of text files")
+        if not isinstance(self.tag, bool):
+            raise SettingError(self, "tag", "must be true or false")
         if isinstance(self.real_upsample, bool) or not isinstance(self.real_upsample, int) or self.real_upsample < 1:
             raise SettingError(self, "real_upsample", "must be a positive integer")
         if isinstance(self.real_only_share, bool) or not 0 <= self.real_only_share < 1:
@@ -82,10 +87,12 @@ class SyntheticConfig:
                                output_dir=str(output_dir), tracking_uri=tracking_uri)
 
     def mix_config(self, corpus: str | Path, synthetic_dir: str | Path, output_dir: str | Path) -> MixConfig:
-        """The student's corpus' settings: :data:`TAG` on every synthetic source, this section's noise."""
+        """The student's corpus' settings: :data:`TAG` on every synthetic source (unless ``tag`` is off), this
+        section's noise."""
         from pipelines.tasks.translation.synthetic_mix import MixConfig, NoiseConfig
 
         noise = NoiseConfig(word_drop=self.noise, word_blank=self.noise,
                             shuffle_window=SHUFFLE_WINDOW if self.noise else 0)
-        return MixConfig(corpus=str(corpus), synthetic_dir=str(synthetic_dir), output_dir=str(output_dir), tag=TAG,
+        return MixConfig(corpus=str(corpus), synthetic_dir=str(synthetic_dir), output_dir=str(output_dir),
+                         tag=TAG if self.tag else "",
                          real_upsample=self.real_upsample, noise=noise)
