@@ -63,8 +63,6 @@ class SyntheticConfig:
                                "directory (null: none)")
         if not isinstance(self.pool, str) or not self.pool:
             raise SettingError(self, "pool", "ddtp or a folder of text files")
-        if not isinstance(self.tag, bool):
-            raise SettingError(self, "tag", "must be true or false")
         if isinstance(self.real_upsample, bool) or not isinstance(self.real_upsample, int) or self.real_upsample < 1:
             raise SettingError(self, "real_upsample", "must be a positive integer")
         if isinstance(self.real_only_share, bool) or not 0 <= self.real_only_share < 1:
