@@ -46,3 +46,15 @@ def test_a_run_is_named_after_its_task_preset_and_time():
     when = datetime.datetime(2026, 12, 6, 7, 5, 9)
     assert run_name("translation", "demo", when) == "translation-demo-1206-070509"
     assert run_name("parsing", None, when) == "parsing-1206-070509"
+
+
+def test_make_ui_starts_mlflow_without_its_job_runner(tmp_path):
+    """MLflow's job runner (8 processes for GenAI jobs, which no run here submits) stays off in ``make ui``:
+    the command it runs, as ``make -n`` prints it."""
+    done = subprocess.run(["make", "-n", "ui", f"STORE=sqlite:///{tmp_path}/mlflow.db"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    commands = [line for line in done.stdout.replace("\\\n", " ").splitlines() if " ui --backend-store-uri" in line]
+    assert len(commands) == 1, done.stdout
+    environment = commands[0].split("mlflow ui")[0].split()
+    assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in environment, commands[0]
