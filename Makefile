@@ -70,8 +70,8 @@ serve:
 
 # The newest run's page first (MLflow 3's UI opens an experiment in its GenAI view; that page is in the
 # model-training one), then the UI itself, on this machine only and with the telemetry opt-outs above.
-# Without MLflow's job runner: its 8 processes run GenAI jobs (LLM judges, trace scans) that no run here submits,
-# and cost the UI 1.9 GB and 40 s of CPU in its first two minutes on 2 cores.
+# Without MLflow's job runner: its processes run GenAI jobs (LLM judges, trace scans) that no run here submits,
+# and more than double the UI's memory (benchmarks/results/make-ui-job-runner-2026-12-07.json).
 ui: install
 	$(PY) -m flows.relocation "$(STORE)"
 	$(PY) -m flows.ui "$(STORE)" --port $(UI_PORT)
