@@ -38,14 +38,15 @@ logger = logging.getLogger(__name__)
 
 STATE_FILE = "mlflow_run.json"
 LOCK_FILE = ".lock"
-#: What decides the trained model. Evaluation, averaging, tracking and export may change on a
-#: resume (recorded as ``changed_on_resume``), and so may the train settings marked operational.
+#: What decides the trained model, with the task's own sections (translation's ``synthetic``: the teacher and
+#: how its pairs are mixed in). Evaluation, averaging, tracking and export may change on a resume (recorded as
+#: ``changed_on_resume``), and so may the train settings marked operational.
 FINGERPRINTED = ("data", "tokenizer", "input", "train")
 
 
 def settings_fingerprint(config: Any) -> str:
     settings = to_dict(config)
-    picked = {section: settings[section] for section in FINGERPRINTED}
+    picked = {section: settings[section] for section in (*FINGERPRINTED, *config.task.sections)}
     operational = operational_settings()
     picked["train"] = {k: v for k, v in picked["train"].items() if k not in operational}
     picked["data"] = {k: v for k, v in picked["data"].items() if k != "output_dir"}
