@@ -214,7 +214,7 @@ def test_the_fingerprint_follows_what_makes_the_model(tmp_path):
     for changed in ({"train": {"model": {"d_model": 64}}}, {"tokenizer": {"vocab_size": 900}},
                     {"data": {"language_pair": "de-en"}}, {"input": {"tokens_per_batch": 2048}},
                     # The student's data: a rerun with other noise or tagging must not resume on the other mix.
-                    {"synthetic": {"noise": 0}}, {"synthetic": {"tag": False}},
+                    {"synthetic": {"noise": 0.1}}, {"synthetic": {"tag": True}},
                     {"synthetic": {"teacher": "champion"}}):
         assert settings_fingerprint(TRANSLATION.load_config(path, changed)) != base, changed
 

@@ -431,7 +431,8 @@ def test_a_rerun_after_a_finished_run_retrains_in_a_new_mlflow_run_taught_by_the
     (pool / "descriptions.txt").write_text("".join(f"{s}\n" for s in sources), "utf-8")
     monkeypatch.chdir(first_dir)
     first_checkpoints = sorted(p.name for p in (Path(first.run_path) / "train").iterdir())
-    second = translation_pipeline(str(config), {"synthetic": {"teacher": "champion", "pool": str(pool),
+    # Tagged (not the default) so that the synthetic pairs can be told apart in the student's corpus below.
+    second = translation_pipeline(str(config), {"synthetic": {"teacher": "champion", "pool": str(pool), "tag": True,
                                                               "real_only_share": 0.25}})
 
     assert second.run_id != first.run_id

@@ -9,10 +9,11 @@ from pipelines.tasks.translation.student import SHUFFLE_WINDOW, TAG, SyntheticCo
 
 
 def test_the_section_makes_the_mix_settings_tagged_or_not_with_its_noise():
-    tagged = from_dict(SyntheticConfig, {"teacher": "champion", "real_upsample": 3}).mix_config("c", "s", "o")
+    tagged = from_dict(SyntheticConfig, {"teacher": "champion", "real_upsample": 3, "tag": True,
+                                         "noise": 0.1}).mix_config("c", "s", "o")
     assert (tagged.tag, tagged.real_upsample, tagged.corpus, tagged.synthetic_dir) == (TAG, 3, "c", "s")
     assert (tagged.noise.word_drop, tagged.noise.word_blank, tagged.noise.shuffle_window) == (0.1, 0.1, SHUFFLE_WINDOW)
-    plain = from_dict(SyntheticConfig, {"teacher": "champion", "tag": False, "noise": 0}).mix_config("c", "s", "o")
+    plain = from_dict(SyntheticConfig, {"teacher": "champion"}).mix_config("c", "s", "o")  # the defaults
     assert plain.tag == "" and (plain.noise.word_drop, plain.noise.shuffle_window) == (0, 0)
 
 
