@@ -57,7 +57,7 @@ _EXPORTS = {
     'train': 'pipelines.training.runner',
     'dropout_rng_trackable': 'pipelines.training.state',
     'read_metrics': 'pipelines.training.metrics_file',
-    'seed_initialisation': 'pipelines.training.state',
+    'seeded_initialisation': 'pipelines.training.state',
     'build_configured_strategy': 'pipelines.training.strategy',
     'Trainer': 'pipelines.training.trainer',
     'validation_loss': 'pipelines.training.validation',
@@ -70,6 +70,6 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 __all__ = [
     "DATA_RESUME", "METRICS_FILE", "MIXED_PRECISION", "TrainConfig", "TrainDataConfig", "TrainResult", "Trainer",
     "TrainingBudget", "TrainingDivergedError", "TrainingJobConfig", "build_configured_strategy",
-    "dropout_rng_trackable", "main", "read_metrics", "run_from_config", "seed_initialisation", "train",
+    "dropout_rng_trackable", "main", "read_metrics", "run_from_config", "seeded_initialisation", "train",
     "validation_loss",
 ]

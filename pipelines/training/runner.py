@@ -32,7 +32,7 @@ from pipelines.training.checkpointing import DataPositionLost, Resume, RunCheckp
 from pipelines.training.config import DEFAULT_CHECKPOINT_DIR, TrainConfig, TrainResult
 from pipelines.training.data import Source, TrainingStream, training_stream
 from pipelines.training.loss_scale import LossScale
-from pipelines.training.state import seed_initialisation
+from pipelines.training.state import seeded_initialisation
 from pipelines.training.step_log import StepLog
 from pipelines.training.steps import StepFunctions
 from pipelines.training.strategy import build_configured_strategy
@@ -52,8 +52,7 @@ def build_model(config: TrainConfig, vocab_sizes: Vocabulary[int], strategy: tf.
     plan = config.resolved()
     model_config = config.model_config(vocab_sizes)
     policy = None if config.mixed_precision == "none" else config.mixed_precision
-    seed_initialisation(config.seed)
-    with strategy.scope():
+    with seeded_initialisation(config.seed), strategy.scope():
         if model_fn is not None:
             model = model_fn(model_config, policy)
         else:

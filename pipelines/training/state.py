@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +32,29 @@ def dropout_rng_trackable(model) -> tf.Module:
     return root
 
 
-def seed_initialisation(seed: int) -> None:
-    """Makes the model's initial weights and dropout seeds a function of ``seed``.
+@contextlib.contextmanager
+def seeded_initialisation(seed: int) -> Iterator[None]:
+    """Within: the initial weights and dropout seeds of the models built are a function of ``seed``.
 
-    Keras draws the seeds of initializers and dropout layers from Python's ``random``. Not
-    ``keras.utils.set_random_seed``: its ``tf.random.set_seed`` clears TensorFlow's kernel
-    cache, which destroys the resources of ops already created, such as the SentencePiece
-    model inside ``tensorflow_text`` tokenizers of the input pipeline.
+    Keras draws the seed of every initializer and dropout layer made without one from Python's
+    module-level ``random``, when the layer is made or built. Any other thread of the process (Prefect's
+    and MLflow's clients) may draw from it too, between a ``random.seed`` and the model's
+    construction, and so change the model: Keras's draws come from a generator of their own here.
+    Python's and NumPy's global generators are seeded too, for what else reads them. Not
+    ``keras.utils.set_random_seed``: its ``tf.random.set_seed`` clears TensorFlow's kernel cache,
+    which destroys the resources of ops already created, such as the SentencePiece model inside
+    ``tensorflow_text`` tokenizers of the input pipeline.
     """
+    from keras.src.random import seed_generator
+
     random.seed(seed)
     np.random.seed(seed)
+    shared = seed_generator.python_random
+    seed_generator.python_random = random.Random(seed)
+    try:
+        yield
+    finally:
+        seed_generator.python_random = shared
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -330,3 +330,27 @@ def test_the_train_stage_gets_a_time_limit_from_its_budget(tmp_path):
 
     with replaying_steps(0.7):
         assert train_timeout(config.train) is None
+
+
+def test_a_run_shorter_than_the_sampling_interval_has_its_system_metrics(tmp_path):
+    """MLflow's monitor drops the samples of an unfinished interval when it stops; the flow logs them, so a run
+    shorter than the 30 s interval (a fast machine's small run) has its CPU and memory too."""
+    import time
+
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    from mlflow.tracking import MlflowClient
+
+    from flows.pipeline import _finish_system_metrics
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("short")).info.run_id
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=30, tracking_uri=uri)
+    monitor.start()
+    deadline = time.monotonic() + 30
+    while not any(m._metrics for m in monitor.monitors) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the monitor's first sample, taken as it starts
+    _finish_system_metrics(monitor)
+    metrics = client.get_run(run_id).data.metrics
+    assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics, \
+        metrics

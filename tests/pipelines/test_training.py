@@ -40,7 +40,7 @@ from pipelines.training import (
     TrainingDivergedError,
     TrainingJobConfig,
     read_metrics,
-    seed_initialisation,
+    seeded_initialisation,
     train,
 )
 from tests.pipelines.conftest import INPUT, TINY_MODEL, tiny_config
@@ -182,9 +182,9 @@ def test_loss_is_normalised_by_the_global_token_count(tmp_path, ordered_dataset_
     assert result.history[0]["tokens"] == sum(tokens)
 
     def by_hand(normalisation):
-        seed_initialisation(config.seed)
-        model = Transformer.from_preset("demo", vocab_size=2000, **TINY_MODEL)
-        model.build()
+        with seeded_initialisation(config.seed):
+            model = Transformer.from_preset("demo", vocab_size=2000, **TINY_MODEL)
+            model.build()
         with tf.GradientTape() as tape:
             sums, counts = [], []
             for (source, target_in), target_out in (b1, b2):
@@ -288,9 +288,10 @@ def test_jit_compile_matches_the_graph_step(tmp_path, ddtp_corpus, tokenizer, in
                          checkpoint_every_steps=None)
     history = train(config, data(), 2000).history
     # Step 1's loss is the initial model's loss on the first batch: computed here without XLA.
-    seed_initialisation(config.seed)
-    model = Transformer.from_preset("demo", vocab_size=2000, **TINY_MODEL)
     (source, target_in), target_out = next(iter(data()))
+    with seeded_initialisation(config.seed):
+        model = Transformer.from_preset("demo", vocab_size=2000, **TINY_MODEL)
+        model.build()
     losses, mask = label_smoothed_nll(target_out, model((source, target_in)), 0.1)
     expected = float(tf.reduce_sum(losses) / tf.reduce_sum(mask))
     assert history[0]["loss"] == pytest.approx(expected, rel=1e-4)

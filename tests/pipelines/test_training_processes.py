@@ -58,7 +58,7 @@ MIRRORED_SCRIPT = """
     from pipelines.corpus import Corpus
     from pipelines.input_pipeline import InputConfig, make_dataset
     from pipelines.tokenization import load_tokenizers
-    from pipelines.training import TrainConfig, seed_initialisation, train
+    from pipelines.training import TrainConfig, seeded_initialisation, train
     from pipelines.vocabulary import Vocabulary
     args = json.loads(sys.argv[1])
     corpus = Corpus.load(args["corpus_dir"], verify=False)
@@ -87,9 +87,9 @@ MIRRORED_SCRIPT = """
     two = train(TrainConfig(**common, checkpoint_dir=args["dir"] + "/two", strategy="mirrored",
                             devices=devices, accumulation_batches=1), data(), 2000)
     # ... and the paper's loss computed by hand: Adam on sum(losses) / tokens of both batches.
-    seed_initialisation(0)
-    model = Transformer.from_preset("demo", vocab_size=2000, **args["model"])
-    model.build()
+    with seeded_initialisation(0):
+        model = Transformer.from_preset("demo", vocab_size=2000, **args["model"])
+        model.build()
     optimizer = transformer_adam(32, 20)
     batches = list(data().take(6))
     manual, replica_means = [], []

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer, transformer_adam
-from pipelines.training import seed_initialisation
+from pipelines.training import seeded_initialisation
 
 VOCAB = 40
 TINY = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "dropout": 0.0}
@@ -15,9 +15,9 @@ TINY = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "dropout": 0
 
 def tiny_model(seed: int = 0) -> tuple[Transformer, object]:
     """A built model (weights a function of ``seed``) and its built Adam, as the runner makes them."""
-    seed_initialisation(seed)
-    model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY)
-    model.build()
+    with seeded_initialisation(seed):
+        model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY)
+        model.build()
     optimizer = transformer_adam(TINY["d_model"], 20)
     optimizer.build(model.trainable_variables)
     return model, optimizer

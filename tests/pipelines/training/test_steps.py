@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_transformer import Transformer, label_smoothed_nll, transformer_adam
 from keras_transformer.training.objectives import TranslationObjective
-from pipelines.training import seed_initialisation
+from pipelines.training import seeded_initialisation
 from pipelines.training.loss_scale import LossScale
 from pipelines.training.steps import TOTALS, StepFunctions
 from tests.pipelines.training.conftest import TINY, VOCAB, batch, tiny_model
@@ -93,9 +93,9 @@ def test_the_update_is_the_gradient_of_the_mean_loss_per_token_whatever_the_loss
 def test_the_word_taggers_loss_trains_it_and_stays_out_of_the_reported_loss(strategy):
     """``tagger=fused``: the tagger's own loss is minimised with the decoder's, and the reported loss
     stays the decoder's."""
-    seed_initialisation(0)
-    model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY, word_alignment=True, tagger="fused",
-                                    word_start_ids=list(range(4, 25)), slot_ids=list(range(25, VOCAB)))
+    with seeded_initialisation(0):
+        model = Transformer.from_preset("demo", vocab_size=VOCAB, **TINY, word_alignment=True, tagger="fused",
+                                        word_start_ids=list(range(4, 25)), slot_ids=list(range(25, VOCAB)))
     optimizer = transformer_adam(TINY["d_model"], 20)
     optimizer.build(model.trainable_variables)
     steps = step_functions(strategy, model, optimizer, accumulation_batches=1)
