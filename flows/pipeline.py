@@ -158,7 +158,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         raise
     finally:
         if monitor is not None:
-            _finish_system_metrics(monitor)
+            finish_system_metrics(monitor)
     tracker.describe(run_description(evaluation, training, promotion, student and student.taught_by))
     tracker.finish()
     point_latest_at(config.latest_link, paths.work)
@@ -296,7 +296,7 @@ def _system_metrics(tracker: Tracker):
     return monitor
 
 
-def _finish_system_metrics(monitor) -> None:
+def finish_system_metrics(monitor) -> None:
     """Stops the monitor and logs the samples of its last, unfinished interval, which MLflow's monitor drops
     when it stops: a run shorter than the interval has its system metrics too."""
     monitor.finish()

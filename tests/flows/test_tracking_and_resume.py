@@ -340,7 +340,7 @@ def test_a_run_shorter_than_the_sampling_interval_has_its_system_metrics(tmp_pat
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
     from mlflow.tracking import MlflowClient
 
-    from flows.pipeline import _finish_system_metrics
+    from flows.pipeline import finish_system_metrics
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -350,7 +350,7 @@ def test_a_run_shorter_than_the_sampling_interval_has_its_system_metrics(tmp_pat
     deadline = time.monotonic() + 30
     while not any(m._metrics for m in monitor.monitors) and time.monotonic() < deadline:
         time.sleep(0.1)  # the monitor's first sample, taken as it starts
-    _finish_system_metrics(monitor)
+    finish_system_metrics(monitor)
     metrics = client.get_run(run_id).data.metrics
     assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics, \
         metrics
