@@ -95,7 +95,7 @@ def _run_stages(config: PipelineConfig, run_dir: Path) -> RunResult:
         run_logger.warning("MLflow run %s resumes with changed settings (logged -> now): %s; recorded as tag "
                            "'changed_on_resume'", tracker.run_id, changed)
     run_logger.info("MLflow run %s writes to %s", tracker.run_id, paths.work)
-    monitor = _system_metrics(tracker)
+    monitor = start_system_metrics(tracker)
     try:
         corpus = _value(prepare_data_task(pipeline_task, config.data))
         tracker.log_stage("data", corpus)
@@ -282,7 +282,7 @@ def _value(returned: Any) -> Any:
     return returned.result() if isinstance(returned, State) else returned
 
 
-def _system_metrics(tracker: Tracker):
+def start_system_metrics(tracker: Tracker):
     """CPU, memory and disk use logged to the run every 30 s (MLflow's system metrics monitor)."""
     try:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor

@@ -348,7 +348,7 @@ def test_a_run_shorter_than_the_sampling_interval_has_its_system_metrics(tmp_pat
     monitor = SystemMetricsMonitor(run_id, sampling_interval=30, tracking_uri=uri)
     monitor.start()
     deadline = time.monotonic() + 30
-    while not any(m._metrics for m in monitor.monitors) and time.monotonic() < deadline:
+    while not monitor.aggregate_metrics() and time.monotonic() < deadline:
         time.sleep(0.1)  # the monitor's first sample, taken as it starts
     finish_system_metrics(monitor)
     metrics = client.get_run(run_id).data.metrics
